@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# pynnet recipe for the built-in synthesized corpus (espeak-ng voices, telephone channel, noise).
+# Stages (Kaldi style; --stage N resumes at stage N):
+#   0  synthesize the corpus: data/{train,dev,test}, data/local/dict, data/local/lm/train.txt
+#   1  MFCC + CMVN features (GMM) and fbank + CMVN features (DNN)
+#   2  lang dir, trigram LM, G.fst
+#   3  monophone GMM;      4  its graph + decode
+#   5  align; tri1;        6  its graph + decode
+#   7  align; tri2;        8  its graph + decode
+#   9  tri2 alignments of train (for the DNN)
+#  10  DBN pretraining (RBM);  11 DNN fine-tuning with NG-SGD;  12 DNN decode
+#  13  ablations: random init + plain SGD, DBN + plain SGD
+#  14  exp/RESULTS
+set -euo pipefail
+stage=0
+stop_stage=100
+nj=2
+train_hours=1.0       # size of the synthesized training set
+seed=1
+ablations=true        # stage 13 trains two more DNNs
+help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]"
+
+cd "$(dirname "$0")"
+. ./cmd.sh
+. ./path.sh
+. utils/parse_options.sh
+
+# First use: install the environment (idempotent; a no-op once installed).
+"$PYNNET_ROOT/tools/install.sh"
+. ./path.sh
+
+run() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+
+if run 0; then
+  echo "$0: stage 0: synthesizing the corpus ($train_hours h train)"
+  local/prepare_data.sh --train-hours "$train_hours" --seed "$seed" --nj "$nj" db data
+  for x in train dev test; do utils/validate_data_dir.sh --no-feats data/$x; done
+fi
+
+if run 1; then
+  echo "$0: stage 1: features"
+  for x in train dev test; do
+    steps/make_mfcc.sh --nj "$nj" --cmd "$train_cmd" data/$x exp/make_mfcc/$x mfcc
+    steps/compute_cmvn_stats.sh data/$x exp/make_mfcc/$x mfcc
+    utils/validate_data_dir.sh data/$x
+    utils/copy_data_dir.sh data/$x data-fbank/$x
+    steps/make_fbank.sh --nj "$nj" --cmd "$train_cmd" data-fbank/$x exp/make_fbank/$x fbank
+    steps/compute_cmvn_stats.sh data-fbank/$x exp/make_fbank/$x fbank
+  done
+fi
+
+if run 2; then
+  echo "$0: stage 2: lang, LM, G"
+  utils/prepare_lang.sh data/local/dict "<unk>" data/local/lang_tmp data/lang
+  steps/train_lm.sh --order 3 data/lang/words.txt data/local/lm/train.txt data/local/lm/lm_tg.arpa.gz
+  utils/format_lm.sh data/lang data/local/lm/lm_tg.arpa.gz data/local/dict data/lang_test
+fi
+
+decode_gmm() {  # <exp-dir>
+  utils/mkgraph.sh data/lang_test "$1" "$1/graph"
+  steps/decode.sh --nj "$nj" --cmd "$decode_cmd" "$1/graph" data/test "$1/decode_test"
+}
+
+if run 3; then
+  echo "$0: stage 3: monophone"
+  steps/train_mono.sh --nj "$nj" --cmd "$train_cmd" --boost-silence 1.25 data/train data/lang exp/mono
+fi
+if run 4; then decode_gmm exp/mono; fi
+
+if run 5; then
+  echo "$0: stage 5: tri1"
+  steps/align_si.sh --nj "$nj" --cmd "$train_cmd" --boost-silence 1.25 data/train data/lang exp/mono exp/mono_ali
+  steps/train_deltas.sh --nj "$nj" --cmd "$train_cmd" --boost-silence 1.25 \
+    600 6000 data/train data/lang exp/mono_ali exp/tri1
+fi
+if run 6; then decode_gmm exp/tri1; fi
+
+if run 7; then
+  echo "$0: stage 7: tri2"
+  steps/align_si.sh --nj "$nj" --cmd "$train_cmd" data/train data/lang exp/tri1 exp/tri1_ali
+  steps/train_deltas.sh --nj "$nj" --cmd "$train_cmd" 1200 12000 data/train data/lang exp/tri1_ali exp/tri2
+fi
+if run 8; then decode_gmm exp/tri2; fi
+
+if run 9; then
+  echo "$0: stage 9: tri2 alignments"
+  steps/align_si.sh --nj "$nj" --cmd "$train_cmd" data/train data/lang exp/tri2 exp/tri2_ali
+fi
+
+if run 10; then
+  echo "$0: stage 10: DBN pretraining"
+  steps/nnet/pretrain_dbn.sh --nn-depth 4 --hid-dim 1024 data-fbank/train exp/dbn
+fi
+
+if run 11; then
+  echo "$0: stage 11: DNN training (DBN init, NG-SGD)"
+  steps/nnet/train.sh --dbn exp/dbn/final.dbn --optimizer ngsgd \
+    data-fbank/train data/lang exp/tri2_ali exp/dnn
+fi
+if run 12; then
+  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn/decode_test
+fi
+
+if run 13 && [ "$ablations" = true ]; then
+  echo "$0: stage 13: ablations"
+  steps/nnet/train.sh --nn-depth 4 --hid-dim 1024 --optimizer sgd \
+    data-fbank/train data/lang exp/tri2_ali exp/dnn_randinit_sgd
+  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn_randinit_sgd/decode_test
+  steps/nnet/train.sh --dbn exp/dbn/final.dbn --optimizer sgd \
+    data-fbank/train data/lang exp/tri2_ali exp/dnn_dbn_sgd
+  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn_dbn_sgd/decode_test
+fi
+
+if run 14; then
+  echo "$0: stage 14: results"
+  for d in exp/*/decode_test; do
+    [ -f "$d/scoring_kaldi/best_wer" ] && cat "$d/scoring_kaldi/best_wer"
+  done > exp/RESULTS.tmp
+  mv exp/RESULTS.tmp exp/RESULTS
+  cat exp/RESULTS
+fi
