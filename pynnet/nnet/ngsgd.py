@@ -1,0 +1,171 @@
+"""Online natural-gradient preconditioning (Povey, Zhang & Khudanpur 2014; Kaldi nnet2/nnet3
+``OnlineNaturalGradient``), applied per affine layer to the input and output-derivative matrices.
+
+The Fisher matrix of the rows of a minibatch matrix M (N x D) is kept as a low-rank-plus-identity
+estimate ``F = R^T diag(d) R + rho I`` (R: rank x D with orthonormal rows) and smoothed as
+``G = F + (alpha/D) tr(F) I``. Preconditioning returns ``P = M - M W^T W`` with ``W = E^(1/2) R``,
+``e_i = 1/(beta/d_i + 1)``, ``beta = rho (1 + alpha) + (alpha/D) sum(d)``; this equals
+``beta M G^-1`` exactly (Woodbury), and the caller scales it by ``gamma = ||M||_F / ||P||_F`` so the
+step size is unchanged. The estimate is refreshed from the *unpreconditioned* M (before the new
+parameters are used, so a minibatch never preconditions itself) every ``update_period`` minibatches
+(and on each of the first 10).
+
+Everything large is a GEMM against the rank x D matrix; the rank x rank algebra is done in float64.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+_EPS = 1e-10      # Kaldi epsilon_: floor on rho and d
+_DELTA = 1e-5     # Kaldi (nnet2) delta_: floor relative to the largest eigenvalue
+_NUM_INITIAL_UPDATES = 10
+_NUM_INIT_ITERS = 3
+
+
+@dataclass
+class NgConfig:
+    """Kaldi's AffineComponentPreconditionedOnline defaults."""
+    rank_in: int = 20
+    rank_out: int = 80
+    alpha: float = 4.0
+    update_period: int = 4
+    num_samples_history: float = 2000.0
+    max_change_per_sample: float = 0.075
+
+
+class OnlineNaturalGradient:
+    """The preconditioner of one side (input or output derivative) of one affine layer."""
+
+    def __init__(self, rank: int, alpha: float = 4.0, update_period: int = 4,
+                 num_samples_history: float = 2000.0, seed: int = 0):
+        self.rank_req = rank
+        self.alpha = alpha
+        self.update_period = update_period
+        self.num_samples_history = num_samples_history
+        self.seed = seed
+        self.t = 0                       # minibatches seen
+        self.rank = 0
+        self.R: torch.Tensor | None = None  # rank x D, orthonormal rows (working dtype)
+        self.d: torch.Tensor | None = None  # rank, float64
+        self.rho = _EPS
+
+    # ---- state (for exact resume) ----
+    def state_dict(self) -> dict:
+        return {"t": self.t, "rank": self.rank, "R": self.R, "d": self.d, "rho": self.rho,
+                "seed": self.seed, "rank_req": self.rank_req}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.t, self.rank, self.R, self.d, self.rho = s["t"], s["rank"], s["R"], s["d"], s["rho"]
+        self.seed, self.rank_req = s["seed"], s["rank_req"]
+
+    def to(self, device) -> "OnlineNaturalGradient":
+        if self.R is not None:
+            self.R = self.R.to(device)
+        return self
+
+    # ---- the smoothed Fisher estimate, explicitly (tests and diagnostics only: D x D) ----
+    def fisher(self) -> torch.Tensor:
+        """F = R^T diag(d) R + rho I in float64."""
+        R = self.R.double().cpu()
+        return R.t() @ (self.d[:, None] * R) + self.rho * torch.eye(R.shape[1], dtype=torch.float64)
+
+    def beta(self, dim: int) -> float:
+        return self.rho * (1.0 + self.alpha) + self.alpha / dim * float(self.d.sum())
+
+    def eta(self, n: int) -> float:
+        return min(0.9, 1.0 - math.exp(-n / self.num_samples_history))
+
+    # ---- initialisation: random orthonormal start, then a few updates on the first minibatch ----
+    def _init(self, M: torch.Tensor) -> None:
+        N, D = M.shape
+        self.rank = max(0, min(self.rank_req, D - 1))
+        if self.rank == 0:
+            return
+        g = torch.Generator().manual_seed(self.seed)
+        R = torch.randn(self.rank, D, generator=g, dtype=torch.float64)
+        self.R = _orthonormal_rows(R).to(device=M.device, dtype=M.dtype)
+        self.d = torch.full((self.rank,), _EPS, dtype=torch.float64)
+        self.rho = _EPS
+        for _ in range(1 if N <= self.rank else _NUM_INIT_ITERS):
+            H_R = M @ self.R.t()
+            self._update(M, H_R, float(M.pow(2).sum()))
+
+    def _updating(self) -> bool:
+        return (self.t <= _NUM_INITIAL_UPDATES
+                or (self.t - _NUM_INITIAL_UPDATES) % self.update_period == 0)
+
+    def precondition(self, M: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+        """Return (P, gamma, row_norms_sq of gamma*P). P is a new tensor; M is not modified.
+
+        The preconditioned direction is ``gamma * P``; gamma is returned separately so callers can
+        fold it into the alpha of the GEMM that consumes P (no extra pass over the matrix).
+        """
+        if self.t == 0:
+            self._init(M)
+        self.t += 1
+        m_rows = M.pow(2).sum(1, dtype=torch.float64) if M.dtype != torch.float64 else M.pow(2).sum(1)
+        tr_MM = float(m_rows.sum())
+        if self.rank == 0:
+            return M.clone(), 1.0, m_rows
+        D = M.shape[1]
+        beta = self.beta(D)
+        e = 1.0 / (beta / self.d + 1.0)                      # float64, rank
+        sqrt_e = e.sqrt()
+        H_R = M @ self.R.t()                                 # N x rank (projection onto R)
+        # P = M - (H_R E) R, i.e. M - H W with H = M W^T, W = E^(1/2) R
+        HE = H_R * e.to(M.dtype)
+        P = torch.addmm(M, HE, self.R, alpha=-1.0)
+        # ||p_i||^2 = ||m_i||^2 - 2 h_i.h_i + sum_j e_j h_ij^2 with h = H_R E^(1/2)  (R orthonormal)
+        Hd = H_R.double()
+        h2 = (Hd * Hd)
+        p_rows = m_rows - (h2 * (2.0 * e - e * e)).sum(1)
+        tr_PP = float(p_rows.sum())
+        if not (tr_PP > 1e-4 * tr_MM):  # cancellation too severe: compute it directly
+            p_rows = P.double().pow(2).sum(1)
+            tr_PP = float(p_rows.sum())
+        p_rows = p_rows.clamp_min(0.0)
+        gamma = 1.0 if tr_PP <= 0.0 else math.sqrt(tr_MM / tr_PP)
+        if self._updating():
+            self._update(M, H_R, tr_MM)
+        return P, gamma, p_rows * (gamma * gamma)
+
+    def _update(self, M: torch.Tensor, H_R: torch.Tensor, tr_MM: float) -> None:
+        """One step of the online estimate from the minibatch M (REFERENCES.md section 4)."""
+        N, D = M.shape
+        r = self.rank
+        eta = self.eta(N)
+        tr_S = tr_MM / N
+        # Y = eta R S_t + (1 - eta)(diag(d) + rho I) R,  S_t = M^T M / N
+        coef = ((1.0 - eta) * (self.d + self.rho)).to(M.dtype)
+        Y = torch.addmm(coef[:, None] * self.R, H_R.t(), M, alpha=eta / N)
+        Yd = Y.double()
+        YYt = Yd @ Yd.t()
+        c, U = torch.linalg.eigh(YYt.cpu())
+        c = c.clamp_min(_EPS)
+        sqrt_c = c.sqrt()
+        rho = (eta * tr_S + (1.0 - eta) * (D * self.rho + float(self.d.sum())) - float(sqrt_c.sum())) / (D - r)
+        floor = max(_EPS, _DELTA * float(sqrt_c.max()))
+        rho = max(rho, floor)
+        d = (sqrt_c - rho).clamp_min(floor)
+        # R' = C^(-1/2) U^T Y  (orthonormal rows in exact arithmetic)
+        T = (U / sqrt_c[None, :]).t().to(device=Y.device, dtype=Y.dtype)
+        R = T @ Y
+        cond = float(c.max() / c.min())
+        G = R.double() @ R.double().t()
+        if cond > 1e6 or float((G - torch.eye(r, dtype=torch.float64, device=G.device)).abs().max()) > 1e-4:
+            R = _orthonormal_rows(R.double()).to(Y.dtype)
+        self.R, self.d, self.rho = R, d, rho
+
+
+def _orthonormal_rows(A: torch.Tensor) -> torch.Tensor:
+    """Rows orthonormalised (Gram-Schmidt via Cholesky of A A^T; QR as a fallback)."""
+    A = A.double()
+    try:
+        L = torch.linalg.cholesky(A @ A.t())
+        return torch.linalg.solve_triangular(L, A, upper=False)
+    except RuntimeError:
+        Q, _ = torch.linalg.qr(A.t())
+        return Q.t().contiguous()

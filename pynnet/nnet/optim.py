@@ -1,0 +1,175 @@
+"""Optimizers over the affine layers of a Dnn: NG-SGD (Kaldi online natural gradient), SGD with
+momentum (nnet1), AdaGrad (Seide et al.: on the raw, aggregated gradient).
+
+Gradients are Kaldi-style SUMS over the minibatch's frames (nnet1/nnet2 learning rates such as
+0.008 assume that). Each optimizer installs a grad hook on every Affine, so the weight gradient
+(or preconditioned direction) is formed inside backward into a preallocated buffer; ``step(lr)``
+then applies it. Usage::
+
+    opt = make_optimizer("ngsgd", model)
+    loss = F.cross_entropy(model(x), y, reduction="sum"); loss.backward(); opt.step(lr)
+"""
+from __future__ import annotations
+
+import torch
+
+from pynnet.io.errors import fail
+from pynnet.nnet.model import Affine, Dnn
+from pynnet.nnet.ngsgd import NgConfig, OnlineNaturalGradient
+
+
+def _plain_grad(layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
+    torch.mm(g.t(), layer.augmented_input(x), out=layer.grad_buffer())
+
+
+class Optimizer:
+    name = "base"
+
+    def __init__(self, model: Dnn):
+        self.model = model
+        self.layers = model.affines
+        self.num_steps = 0
+        for layer in self.layers:
+            layer.grad_hook = self._hook
+
+    def _hook(self, layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
+        _plain_grad(layer, x, g)
+
+    def step(self, lr: float) -> None:
+        raise NotImplementedError
+
+    def detach(self) -> None:
+        for layer in self.layers:
+            layer.grad_hook = None
+
+    def state_dict(self) -> dict:
+        return {"name": self.name, "num_steps": self.num_steps}
+
+    def load_state_dict(self, s: dict) -> None:
+        if s.get("name") != self.name:
+            fail(f"checkpoint was written by optimizer '{s.get('name')}', not '{self.name}'")
+        self.num_steps = s["num_steps"]
+
+
+class Sgd(Optimizer):
+    """w += v;  v = momentum v - lr g  (momentum 0: plain SGD)."""
+    name = "sgd"
+
+    def __init__(self, model: Dnn, momentum: float = 0.0):
+        super().__init__(model)
+        self.momentum = momentum
+        self.velocity: list[torch.Tensor | None] = [None] * len(self.layers)
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        for i, layer in enumerate(self.layers):
+            if self.momentum == 0.0:
+                layer.wb.add_(layer.grad, alpha=-lr)
+                continue
+            v = self.velocity[i]
+            if v is None:
+                v = self.velocity[i] = torch.zeros_like(layer.wb)
+            v.mul_(self.momentum).add_(layer.grad, alpha=-lr)
+            layer.wb.add_(v)
+        self.num_steps += 1
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "momentum": self.momentum,
+                "velocity": [None if v is None else v.cpu() for v in self.velocity]}
+
+    def load_state_dict(self, s: dict) -> None:
+        super().load_state_dict(s)
+        dev = self.layers[0].wb.device
+        self.velocity = [None if v is None else v.to(dev) for v in s["velocity"]]
+
+
+class AdaGrad(Optimizer):
+    """w -= lr g / (sqrt(sum of g^2) + eps), per weight."""
+    name = "adagrad"
+
+    def __init__(self, model: Dnn, eps: float = 1e-8):
+        super().__init__(model)
+        self.eps = eps
+        self.sum_sq: list[torch.Tensor | None] = [None] * len(self.layers)
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        for i, layer in enumerate(self.layers):
+            acc = self.sum_sq[i]
+            if acc is None:
+                acc = self.sum_sq[i] = torch.zeros_like(layer.wb)
+            g = layer.grad
+            acc.addcmul_(g, g)
+            layer.wb.addcdiv_(g, acc.sqrt().add_(self.eps), value=-lr)
+        self.num_steps += 1
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "sum_sq": [None if v is None else v.cpu() for v in self.sum_sq]}
+
+    def load_state_dict(self, s: dict) -> None:
+        super().load_state_dict(s)
+        dev = self.layers[0].wb.device
+        self.sum_sq = [None if v is None else v.to(dev) for v in s["sum_sq"]]
+
+
+class NgSgd(Optimizer):
+    """Kaldi nnet2 AffineComponentPreconditionedOnline: W += lr * gamma_in gamma_out ytilde^T xtilde,
+    scaled down when lr * sum_i ||xtilde_i|| ||ytilde_i|| exceeds max_change_per_sample * N."""
+    name = "ngsgd"
+
+    def __init__(self, model: Dnn, config: NgConfig | None = None):
+        super().__init__(model)
+        c = self.config = config or NgConfig()
+        self.pre_in = [OnlineNaturalGradient(c.rank_in, c.alpha, c.update_period, c.num_samples_history, 1000 * i + 1)
+                       for i in range(len(self.layers))]
+        self.pre_out = [OnlineNaturalGradient(c.rank_out, c.alpha, c.update_period, c.num_samples_history, 1000 * i + 2)
+                        for i in range(len(self.layers))]
+        self._change: list[float] = [0.0] * len(self.layers)
+        self._n: list[int] = [0] * len(self.layers)
+        self._index = {id(layer): i for i, layer in enumerate(self.layers)}
+        self.last_scales: list[float] = [1.0] * len(self.layers)
+
+    def _hook(self, layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
+        i = self._index[id(layer)]
+        p_in, gam_in, rows_in = self.pre_in[i].precondition(layer.augmented_input(x))
+        p_out, gam_out, rows_out = self.pre_out[i].precondition(g)
+        buf = layer.grad_buffer()
+        torch.addmm(buf, p_out.t(), p_in, beta=0.0, alpha=gam_in * gam_out, out=buf)
+        self._change[i] = float((rows_in * rows_out).sqrt().sum())
+        self._n[i] = x.shape[0]
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        mc = self.config.max_change_per_sample
+        for i, layer in enumerate(self.layers):
+            scale = 1.0
+            tot = lr * self._change[i]
+            if mc > 0 and tot > mc * self._n[i]:
+                scale = mc * self._n[i] / tot
+            self.last_scales[i] = scale
+            layer.wb.add_(layer.grad, alpha=-lr * scale)
+        self.num_steps += 1
+
+    def state_dict(self) -> dict:
+        def cpu(s):
+            return {k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in s.items()}
+        return {**super().state_dict(), "config": vars(self.config).copy(),
+                "pre_in": [cpu(p.state_dict()) for p in self.pre_in],
+                "pre_out": [cpu(p.state_dict()) for p in self.pre_out]}
+
+    def load_state_dict(self, s: dict) -> None:
+        super().load_state_dict(s)
+        dev = self.layers[0].wb.device
+        for p, st in zip(self.pre_in + self.pre_out, s["pre_in"] + s["pre_out"]):
+            p.load_state_dict(st)
+            p.to(dev)
+
+
+def make_optimizer(name: str, model: Dnn, momentum: float = 0.0, ng_config: NgConfig | None = None) -> Optimizer:
+    if name == "ngsgd":
+        return NgSgd(model, ng_config)
+    if name == "sgd":
+        return Sgd(model, momentum)
+    if name == "adagrad":
+        return AdaGrad(model)
+    fail(f"unknown optimizer '{name}' (ngsgd, sgd, adagrad)")

@@ -1,0 +1,150 @@
+"""NG-SGD: the preconditioner against the explicit Fisher inverse; the online estimate converges to
+the data's covariance structure; NG-SGD / SGD / AdaGrad actually train; max-change limits steps."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pynnet.nnet.model import Dnn
+from pynnet.nnet.ngsgd import NgConfig, OnlineNaturalGradient
+from pynnet.nnet.optim import make_optimizer
+
+
+def _data(n, d, seed, scales=None):
+    g = torch.Generator().manual_seed(seed)
+    Q, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    s = torch.as_tensor(scales if scales is not None else np.geomspace(10, 0.1, d))
+    return (torch.randn(n, d, generator=g, dtype=torch.float64) * s) @ Q.t(), Q, s
+
+
+def test_precondition_equals_explicit_fisher_inverse():
+    D, r, alpha = 12, 4, 4.0
+    pre = OnlineNaturalGradient(rank=r, alpha=alpha, update_period=1, num_samples_history=50.0, seed=3)
+    for k in range(6):  # let the estimate move away from its initialisation
+        M, _, _ = _data(32, D, k)
+        pre.precondition(M)
+    M, _, _ = _data(32, D, 99)
+    # the state used for THIS minibatch is the one before it (the update happens after)
+    Fm = pre.fisher()
+    beta = pre.beta(D)
+    G = Fm + (alpha / D) * torch.trace(Fm) * torch.eye(D, dtype=torch.float64)
+    assert math.isclose(beta, pre.rho * (1 + alpha) + alpha / D * float(pre.d.sum()), rel_tol=1e-12)
+    expected_P = beta * M @ torch.linalg.inv(G)
+    P, gamma, rows = pre.precondition(M)
+    assert torch.allclose(P, expected_P, rtol=1e-9, atol=1e-9)
+    # beta is exactly rho(1+alpha) + alpha/D tr(diag d) and G = F + alpha/D tr(F) I
+    assert math.isclose(float(torch.trace(G)) / D, float(torch.trace(Fm)) / D * (1 + alpha), rel_tol=1e-12)
+    # gamma restores the Frobenius norm; row norms are those of gamma*P
+    assert math.isclose(gamma, float(M.norm() / P.norm()), rel_tol=1e-9)
+    assert torch.allclose(rows, (gamma * P).pow(2).sum(1), rtol=1e-8)
+    # preconditioning is not the identity: directions with large Fisher eigenvalues are damped
+    assert not torch.allclose(P / P.norm(), M / M.norm(), atol=1e-3)
+
+
+def test_online_estimate_tracks_covariance():
+    D, r = 30, 5
+    scales = np.r_[np.array([20.0, 15, 10, 8, 6]), np.ones(D - 5)]
+    pre = OnlineNaturalGradient(rank=r, update_period=1, num_samples_history=500.0, seed=0)
+    for k in range(200):
+        M, Q, s = _data(64, D, 1000 + k if k else 1000, scales)
+        if k == 0:
+            Q0, s0 = Q, s
+        g = torch.Generator().manual_seed(k)
+        M = (torch.randn(64, D, generator=g, dtype=torch.float64) * s0) @ Q0.t()
+        pre.precondition(M)
+    # R spans the top-5 eigenvectors of the covariance, d ~ eigenvalue - rho, rho ~ 1
+    top = Q0[:, :r]
+    proj = pre.R.double() @ top
+    sv = torch.linalg.svdvals(proj)
+    assert float(sv.min()) > 0.97
+    assert 0.7 < pre.rho < 1.3
+    expected = np.sort(scales[:r] ** 2 - 1.0)
+    got = np.sort(pre.d.numpy())
+    assert np.allclose(got, expected, rtol=0.3)
+    # rows stay orthonormal
+    assert torch.allclose(pre.R.double() @ pre.R.double().t(), torch.eye(r, dtype=torch.float64), atol=1e-6)
+
+
+def test_state_dict_roundtrip_is_exact():
+    a = OnlineNaturalGradient(rank=3, update_period=2, seed=5)
+    M, _, _ = _data(16, 8, 1)
+    for _ in range(5):
+        a.precondition(M.float())
+    b = OnlineNaturalGradient(rank=3, seed=0)
+    b.load_state_dict(a.state_dict())
+    M2, _, _ = _data(16, 8, 2)
+    for _ in range(5):
+        pa, ga, _ = a.precondition(M2.float())
+        pb, gb, _ = b.precondition(M2.float())
+        assert torch.equal(pa, pb) and ga == gb
+
+
+def _toy_problem(seed=0, n=2048, d=10, k=6):
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(k, d, generator=g) * 1.5
+    y = torch.randint(0, k, (n,), generator=g)
+    x = centers[y] + torch.randn(n, d, generator=g)
+    return x, y
+
+
+@pytest.mark.parametrize("opt_name,lr", [("ngsgd", 0.008), ("sgd", 0.008), ("adagrad", 0.01)])
+def test_optimizers_train(opt_name, lr):
+    x, y = _toy_problem()
+    torch.manual_seed(0)
+    model = Dnn(10, [32, 32], 6, "sigmoid", context=0)
+    model.init_random(1)
+    opt = make_optimizer(opt_name, model, momentum=0.0)
+
+    def full_loss():
+        with torch.no_grad():
+            return float(F.cross_entropy(model(x), y))
+
+    before = full_loss()
+    for epoch in range(4):
+        for i in range(0, len(x), 64):
+            xb, yb = x[i:i + 64], y[i:i + 64]
+            loss = F.cross_entropy(model(xb), yb, reduction="sum")
+            loss.backward()
+            opt.step(lr)
+    after = full_loss()
+    assert after < 0.6 * before, (before, after)
+    with torch.no_grad():
+        acc = float((model(x).argmax(1) == y).float().mean())
+    assert acc > 0.8
+
+
+def test_ngsgd_max_change_limits_the_step():
+    x, y = _toy_problem(n=256)
+    model = Dnn(10, [16], 6, "sigmoid", context=0)
+    model.init_random(0)
+    opt = make_optimizer("ngsgd", model, ng_config=NgConfig(max_change_per_sample=1e-4))
+    w0 = [a.wb.detach().clone() for a in model.affines]
+    loss = F.cross_entropy(model(x), y, reduction="sum")
+    loss.backward()
+    opt.step(10.0)
+    assert all(s < 1.0 for s in opt.last_scales)
+    for a, w in zip(model.affines, w0):
+        # the bound: ||dW|| <= lr*scale*sum_i ||x_i|| ||y_i|| <= max_change * N
+        assert float((a.wb.detach() - w).norm()) <= 1e-4 * 256 * (1 + 1e-4)
+
+
+def test_ngsgd_differs_from_sgd_direction_but_grad_x_is_exact():
+    """The input derivative passed down is the true one; only the weight step is preconditioned."""
+    x, y = _toy_problem(n=64)
+    m1 = Dnn(10, [16], 6, "sigmoid", context=0)
+    m1.init_random(0)
+    m2 = Dnn(10, [16], 6, "sigmoid", context=0)
+    m2.load_state_dict(m1.state_dict())
+    make_optimizer("ngsgd", m1)
+    xr1 = x.clone().requires_grad_(True)
+    xr2 = x.clone().requires_grad_(True)
+    F.cross_entropy(m1(xr1), y, reduction="sum").backward()
+    F.cross_entropy(m2(xr2), y, reduction="sum").backward()
+    assert torch.allclose(xr1.grad, xr2.grad, atol=1e-5)
+    g_plain = m2.affines[0].wb.grad
+    g_ng = m1.affines[0].grad
+    assert g_plain is not None and g_ng is not None
+    cos = float((g_plain * g_ng).sum() / g_plain.norm() / g_ng.norm())
+    assert 0.0 < cos < 0.999
