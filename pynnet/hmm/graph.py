@@ -1,0 +1,317 @@
+"""Decoding graphs: G.fst from an ARPA LM (utils/format_lm.sh) and HCLG.fst (utils/mkgraph.sh).
+
+HCLG is built the way Kaldi's mkgraph.sh builds it:
+  LG    = minimize_encoded(determinize_star(L_disambig o G))            (log semiring)
+  CLG   = compose_context(disambig phones, N, P, LG) -> ilabel_info
+  Ha    = get_h_transducer(ilabel_info, tree, model, transition_scale)   (+ disambig tids)
+  HCLGa = minimize_encoded(rmepsilon(rmsymbols(determinize_star(Ha o CLG), disambig tids)))
+  HCLG  = add_self_loops(HCLGa, self_loop_scale, reorder=true)
+Everything is OpenFst binary (vector FSTs), readable by Kaldi's tools.
+"""
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from pynnet.io.atomic import atomic_path, atomic_write
+from pynnet.io.errors import PynnetError, fail
+from pynnet.hmm.lang import Lang, _read_lines
+
+
+def _fst():
+    import kaldi_hmm_gmm  # noqa: F401  (must come before kaldifst, or the import hangs)
+    import kaldifst
+
+    return kaldifst
+
+
+def read_fst(path: str):
+    kf = _fst()
+    if not os.path.exists(path):
+        fail("no such file", path)
+    try:
+        return kf.StdVectorFst.read(path)
+    except Exception as e:  # OpenFst reports a bad header as a generic error
+        fail(f"cannot read FST: {e}", path)
+
+
+def write_fst(fst, path: str) -> None:
+    with atomic_path(path) as tmp:
+        fst.write(tmp)
+
+
+def fst_arcs(fst):
+    """Yield (state, ilabel, olabel, weight, nextstate) for every arc."""
+    kf = _fst()
+    for s in kf.StateIterator(fst):
+        for a in kf.ArcIterator(fst, s):
+            yield s, a.ilabel, a.olabel, a.weight.value, a.nextstate
+
+
+def fst_num_arcs(fst) -> int:
+    kf = _fst()
+    return sum(fst.num_arcs(s) for s in kf.StateIterator(fst))
+
+
+def stochasticity(fst) -> tuple[float, float]:
+    """(min, max) over states of -log(sum of exp(-weight) over arcs and final), as Kaldi's
+    fstisstochastic prints (0 0 for a stochastic FST)."""
+    kf = _fst()
+    lo, hi = math.inf, -math.inf
+    for s in kf.StateIterator(fst):
+        ws = [a.weight.value for a in kf.ArcIterator(fst, s)]
+        f = fst.final(s).value
+        if f != math.inf:
+            ws.append(f)
+        if not ws:
+            continue
+        m = min(ws)
+        tot = m - math.log(sum(math.exp(m - w) for w in ws))
+        lo, hi = min(lo, tot), max(hi, tot)
+    return (lo, hi) if lo != math.inf else (0.0, 0.0)
+
+
+def relabel_input(fst, mapping: dict[int, int]):
+    """A copy of ``fst`` with input labels mapped (e.g. disambiguation tids -> 0, as fstrmsymbols)."""
+    kf = _fst()
+    out = kf.StdVectorFst()
+    n = fst.num_states
+    for _ in range(n):
+        out.add_state()
+    if n:
+        out.start = fst.start
+    for s in range(n):
+        f = fst.final(s)
+        if f.value != math.inf:
+            out.set_final(s, f)
+        for a in kf.ArcIterator(fst, s):
+            out.add_arc(s, kf.StdArc(mapping.get(a.ilabel, a.ilabel), a.olabel, a.weight, a.nextstate))
+    return out
+
+
+def has_cycle(fst, labels: set[int]) -> bool:
+    """Whether the FST has a cycle made only of arcs whose input label is in ``labels``."""
+    kf = _fst()
+    adj: dict[int, list[int]] = {}
+    for s in kf.StateIterator(fst):
+        nxt = [a.nextstate for a in kf.ArcIterator(fst, s) if a.ilabel in labels]
+        if nxt:
+            adj[s] = nxt
+    color: dict[int, int] = {}
+    for root in adj:
+        if root in color:
+            continue
+        stack = [(root, iter(adj.get(root, ())))]
+        color[root] = 1
+        while stack:
+            s, it = stack[-1]
+            for t in it:
+                c = color.get(t, 0)
+                if c == 1:
+                    return True
+                if c == 0:
+                    color[t] = 1
+                    stack.append((t, iter(adj.get(t, ()))))
+                    break
+            else:
+                color[s] = 2
+                stack.pop()
+    return False
+
+
+# ----------------------------------------------------------------------------------------------
+# G.fst (format_lm)
+# ----------------------------------------------------------------------------------------------
+
+def _arpa_unigrams(path: str) -> list[str]:
+    opener = gzip.open if path.endswith(".gz") else open
+    out = []
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        in1 = False
+        for line in f:
+            s = line.strip()
+            if s == "\\1-grams:":
+                in1 = True
+                continue
+            if in1:
+                if s.startswith("\\"):
+                    break
+                fields = s.split()
+                if len(fields) >= 2:
+                    out.append(fields[1])
+    return out
+
+
+def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True):
+    """G.fst from an ARPA LM with kaldilm (Kaldi's arpa2fst): #0 on back-off arcs, <s>/</s> as
+    epsilon, the lang's words.txt as symbol table, ilabel-sorted. Returns the FST."""
+    import kaldilm
+
+    if not os.path.exists(arpa):
+        fail("no such file", arpa)
+    words = {f[0] for _, f in _read_lines(words_txt) if f}
+    unigrams = _arpa_unigrams(arpa)
+    if not unigrams:
+        fail("no \\1-grams: section: not an ARPA file", arpa)
+    missing = [w for w in unigrams if w not in words]
+    inside = len(unigrams) - len(missing)
+    if inside <= 2:  # only <s> and </s>
+        fail(f"none of the LM's words are in {words_txt}: wrong lang dir?", arpa)
+    if missing and verbose:
+        print(f"format_lm: {len(missing)} of {len(unigrams)} LM words are not in {words_txt} and are "
+              f"dropped with their n-grams (e.g. {' '.join(missing[:5])})", file=sys.stderr)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(out_fst)) or ".") as td:
+        src = arpa
+        if arpa.endswith(".gz"):
+            src = os.path.join(td, "lm.arpa")
+            with gzip.open(arpa, "rb") as fi, open(src, "wb") as fo:
+                shutil.copyfileobj(fi, fo)
+        tmp_fst = os.path.join(td, "G.fst")
+        try:
+            kaldilm.arpa2fst(input_arpa=src, output_fst=tmp_fst, disambig_symbol="#0",
+                             read_symbol_table=words_txt, max_arpa_warnings=0 if not verbose else 30)
+        except Exception as e:
+            fail(f"arpa2fst failed: {e}", arpa)
+        G = read_fst(tmp_fst)
+        write_fst(G, out_fst)
+    return G
+
+
+def format_lm(lang_dir: str, arpa: str, lexicon: str | None, out_dir: str, verbose: bool = True) -> None:
+    """utils/format_lm.sh: copy the lang dir to ``out_dir`` and add G.fst built from ``arpa``.
+    Fails if G has a cycle of empty words (#0 back-off arcs and words with empty pronunciations in
+    ``lexicon``), which would make LG non-determinizable. Nothing is left half-written."""
+    lang = Lang.load(lang_dir)
+    empty = {lang.words["#0"]}
+    if lexicon:
+        for n, fields in _read_lines(lexicon):
+            if len(fields) == 1 and fields[0] in lang.words:
+                empty.add(lang.words[fields[0]])
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    stage = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(os.path.abspath(out_dir)) + ".")
+    try:
+        shutil.rmtree(stage)
+        shutil.copytree(lang_dir, stage, ignore=shutil.ignore_patterns("G.fst", ".*.tmp"))
+        G = arpa_to_g(arpa, os.path.join(stage, "words.txt"), os.path.join(stage, "G.fst"), verbose)
+        if verbose:
+            lo, hi = stochasticity(G)
+            print(f"format_lm: G.fst has {G.num_states} states, {fst_num_arcs(G)} arcs; "
+                  f"fstisstochastic: {lo:.6g} {hi:.6g}", file=sys.stderr)
+        if has_cycle(G, empty):
+            fail("language model has cycles with empty words (#0 or words with empty pronunciations)", arpa)
+        if os.path.isdir(out_dir):
+            old = out_dir.rstrip("/") + ".old." + str(os.getpid())
+            os.rename(out_dir, old)
+            os.rename(stage, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(stage, out_dir)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+# ----------------------------------------------------------------------------------------------
+# HCLG (mkgraph)
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class GraphInfo:
+    lg_states: int
+    clg_states: int
+    hclga_states: int
+    hclg_states: int
+    hclg_arcs: int
+    seconds: float
+    stochasticity: tuple[float, float]
+
+
+def make_hclg(lang_test_dir: str, ctx_dep, trans_model, graph_dir: str, *, self_loop_scale: float = 0.1,
+              transition_scale: float = 1.0, verbose: bool = True) -> GraphInfo:
+    """Build graph_dir/HCLG.fst from lang_test_dir (with G.fst), a tree (``ContextDependency``) and a
+    ``TransitionModel``; also writes words.txt, phones.txt, phones/, disambig_tid.int, num_pdfs."""
+    import kaldi_hmm_gmm as khg
+    kf = _fst()
+
+    t0 = time.time()
+    lang = Lang.load(lang_test_dir)
+    g_path = os.path.join(lang_test_dir, "G.fst")
+    if not os.path.exists(g_path):
+        fail("no G.fst: run utils/format_lm.sh to make a lang test dir", lang_test_dir)
+    real = set(lang.real_phones)
+    bad = [p for p in trans_model.phones if p not in real]
+    if bad:
+        fail(f"the model's phones {bad[:5]} are not phones of this lang dir (phones.txt mismatch?)",
+             lang_test_dir)
+    N, P = ctx_dep.context_width, ctx_dep.central_position
+
+    def log(msg: str) -> None:
+        if verbose:
+            print(f"mkgraph: [{time.time() - t0:6.2f}s] {msg}", file=sys.stderr)
+
+    L = lang.L_disambig_fst()
+    G = read_fst(g_path)
+    kf.arcsort(G, sort_type="ilabel")
+    LG = kf.StdVectorFst(kf.compose(L, G))
+    log(f"L o G: {LG.num_states} states")
+    kf.determinize_star(LG, use_log=True)
+    kf.minimize_encoded(LG)
+    log(f"LG determinized and minimized: {LG.num_states} states, {fst_num_arcs(LG)} arcs")
+    lo, hi = stochasticity(LG)
+    log(f"LG fstisstochastic: {lo:.6g} {hi:.6g}")
+
+    CLG, ilabels = kf.compose_context(lang.disambig_phones, N, P, LG)
+    kf.arcsort(CLG, sort_type="ilabel")
+    log(f"CLG (N={N} P={P}): {CLG.num_states} states, {len(ilabels)} ilabels")
+
+    Ha, disambig_tids = khg.get_h_transducer(ilabels, ctx_dep, trans_model,
+                                            khg.HTransducerConfig(transition_scale=transition_scale))
+    kf.arcsort(Ha, sort_type="olabel")
+    HCLGa = kf.StdVectorFst(kf.compose(Ha, CLG))
+    log(f"Ha o CLG: {HCLGa.num_states} states ({len(disambig_tids)} disambiguation tids)")
+    kf.determinize_star(HCLGa, use_log=True)
+    HCLGa = relabel_input(HCLGa, {t: 0 for t in disambig_tids})
+    kf.rmepsilon(HCLGa)
+    kf.minimize_encoded(HCLGa)
+    log(f"HCLGa: {HCLGa.num_states} states")
+    HCLG = khg.add_self_loops(self_loop_scale=self_loop_scale, disambig_syms=[], reorder=True,
+                              trans_model=trans_model, ifst=HCLGa)
+    narcs = fst_num_arcs(HCLG)
+    stoch = stochasticity(HCLG)
+    log(f"HCLG: {HCLG.num_states} states, {narcs} arcs; fstisstochastic: {stoch[0]:.6g} {stoch[1]:.6g}")
+    # Sanity checks Kaldi's mkgraph.sh makes.
+    if HCLG.num_states == 0:
+        fail("HCLG is empty: G accepts nothing the lexicon can spell?", lang_test_dir)
+    max_tid = trans_model.num_transition_ids
+    bad_in = next(((i, s) for s, i, _, _, _ in fst_arcs(HCLG) if i > max_tid), None)
+    if bad_in:
+        raise PynnetError(f"internal error: HCLG has input label {bad_in[0]} > num transition ids {max_tid}")
+
+    os.makedirs(os.path.join(graph_dir, "phones"), exist_ok=True)
+    for name in ("words.txt", "phones.txt"):
+        _copy(os.path.join(lang_test_dir, name), os.path.join(graph_dir, name))
+    src_ph = os.path.join(lang_test_dir, "phones")
+    for name in sorted(os.listdir(src_ph)):
+        stem = name.split(".")[0]
+        if stem in ("word_boundary", "align_lexicon", "optional_silence", "disambig") or name == "silence.csl":
+            _copy(os.path.join(src_ph, name), os.path.join(graph_dir, "phones", name))
+    with atomic_write(os.path.join(graph_dir, "disambig_tid.int")) as f:
+        f.write("".join(f"{t}\n" for t in disambig_tids))
+    with atomic_write(os.path.join(graph_dir, "num_pdfs")) as f:
+        f.write(f"{trans_model.num_pdfs}\n")
+    write_fst(HCLG, os.path.join(graph_dir, "HCLG.fst"))
+    secs = time.time() - t0
+    log(f"wrote {graph_dir}/HCLG.fst")
+    return GraphInfo(LG.num_states, CLG.num_states, HCLGa.num_states, HCLG.num_states, narcs, secs, stoch)
+
+
+def _copy(src: str, dst: str) -> None:
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)

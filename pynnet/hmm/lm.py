@@ -1,0 +1,483 @@
+"""Back-off n-gram language models: training (interpolated modified Kneser-Ney or Witten-Bell),
+relative-entropy pruning, ARPA read/write and perplexity.
+
+Why our own trainer: there is no maintained PyPI package that trains ARPA LMs (kenlm's ``lmplz``
+is a C++ program that is not on PyPI; SRILM is not redistributable). See docs/notes/lang.md.
+
+Modified Kneser-Ney (Chen & Goodman 1998, as SRILM ``-kndiscount -interpolate`` and kenlm):
+  * counts: the highest order uses raw counts; a lower-order n-gram uses its number of distinct
+    left extensions (continuation count), except n-grams starting with <s>, which keep raw counts;
+  * three discounts per order from count-of-counts n1..n4 of those (adjusted) counts:
+      Y = n1/(n1+2 n2), D1 = 1-2Y n2/n1, D2 = 2-3Y n3/n2, D3+ = 3-4Y n4/n3;
+  * interpolation: P(w|h) = (c(hw)-D(c(hw)))/c(h) + gamma(h) P(w|h'),
+      gamma(h) = (D1 N1(h.) + D2 N2(h.) + D3+ N3+(h.)) / c(h);
+    unigrams interpolate with the uniform distribution over the vocabulary (without <s>).
+  * ARPA: log10 P(w|h) for each seen n-gram, and backoff weight log10 gamma(h) for each context.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from pynnet.io.atomic import atomic_path
+from pynnet.io.errors import PynnetError, fail
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+# Symbols in a Kaldi words.txt that are not words of the language model.
+NON_LM_SYMBOLS = {"<eps>", "#0", BOS, EOS}
+LOG10_ZERO = -99.0
+
+Gram = tuple[str, ...]
+
+
+def _open_text(path: str):
+    if not os.path.exists(path):
+        fail("no such file", path)
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_vocab(path: str) -> list[str]:
+    """Words from a Kaldi words.txt (``word id``) or a plain word list (one per line); the
+    symbols <eps>, #0, <s>, </s> and disambiguation symbols are skipped."""
+    words: list[str] = []
+    seen = set()
+    with _open_text(path) as f:
+        try:
+            for n, line in enumerate(f, 1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) > 2 or (len(fields) == 2 and not fields[1].lstrip("-").isdigit()):
+                    fail("expected 'word' or 'word id'", path, n)
+                w = fields[0]
+                if w in NON_LM_SYMBOLS or (w.startswith("#") and w[1:].isdigit()):
+                    continue
+                if w not in seen:
+                    seen.add(w)
+                    words.append(w)
+        except UnicodeDecodeError:
+            fail("not valid UTF-8", path)
+    if not words:
+        fail("vocabulary is empty", path)
+    return words
+
+
+def read_sentences(path: str, skip_uttid: bool = False) -> Iterator[list[str]]:
+    """Sentences of a text file, one per line (``skip_uttid``: Kaldi ``text`` with utterance ids)."""
+    with _open_text(path) as f:
+        try:
+            for n, line in enumerate(f, 1):
+                words = line.split()
+                if skip_uttid:
+                    words = words[1:]
+                for w in words:
+                    if w in (BOS, EOS):
+                        fail(f"the text must not contain '{w}' (it is added automatically)", path, n)
+                yield words
+        except UnicodeDecodeError:
+            fail("not valid UTF-8", path)
+
+
+# ----------------------------------------------------------------------------------------------
+# The back-off model
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class BackoffLM:
+    """An ARPA-style back-off model: ``probs[k][gram]`` = log10 P(w|h) for listed k-grams,
+    ``bows[h]`` = log10 backoff weight of context h (absent means 0)."""
+    order: int
+    probs: list[dict[Gram, float]]          # index 0 unused; probs[k] for k = 1..order
+    bows: dict[Gram, float] = field(default_factory=dict)
+
+    @property
+    def vocab(self) -> list[str]:
+        return [g[0] for g in self.probs[1]]
+
+    def logprob(self, word: str, history: Gram) -> float:
+        """log10 P(word | history), backing off as ARPA prescribes. Unknown words score as <unk>
+        (or LOG10_ZERO when the model has no <unk>)."""
+        if (word,) not in self.probs[1]:
+            if (UNK,) not in self.probs[1]:
+                return LOG10_ZERO
+            word = UNK
+        h = tuple(history[-(self.order - 1):]) if self.order > 1 else ()
+        bo = 0.0
+        while True:
+            g = h + (word,)
+            p = self.probs[len(g)].get(g)
+            if p is not None:
+                return bo + p
+            bo += self.bows.get(h, 0.0)
+            h = h[1:]
+
+    def sentence_logprob(self, words: list[str]) -> tuple[float, list[float]]:
+        h: Gram = (BOS,)
+        per_word = []
+        for w in list(words) + [EOS]:
+            lp = self.logprob(w, h)
+            per_word.append(lp)
+            h = (h + (w,))[-(self.order - 1):] if self.order > 1 else ()
+        return sum(per_word), per_word
+
+    def contexts(self) -> list[Gram]:
+        """Every context the model conditions on: () and each listed gram with a backoff weight."""
+        return [()] + [h for k in range(1, self.order) for h in self.probs[k] if h[-1] != EOS]
+
+    def num_ngrams(self) -> list[int]:
+        return [len(self.probs[k]) for k in range(1, self.order + 1)]
+
+    # ---------------------------------------------------------------- ARPA
+    def write_arpa(self, path: str) -> None:
+        """Write ARPA text (gzip when ``path`` ends in .gz), atomically."""
+        with atomic_path(path) as tmp:
+            raw = gzip.open(tmp, "wt", encoding="utf-8") if path.endswith(".gz") else open(tmp, "w", encoding="utf-8")
+            with raw as f:
+                f.write("\n\\data\\\n")
+                for k in range(1, self.order + 1):
+                    f.write(f"ngram {k}={len(self.probs[k])}\n")
+                for k in range(1, self.order + 1):
+                    f.write(f"\n\\{k}-grams:\n")
+                    for g in sorted(self.probs[k]):
+                        p = self.probs[k][g]
+                        line = f"{p:.7g}\t{' '.join(g)}"
+                        if k < self.order and g[-1] != EOS:
+                            line += f"\t{self.bows.get(g, 0.0):.7g}"
+                        f.write(line + "\n")
+                f.write("\n\\end\\\n")
+
+    @classmethod
+    def read_arpa(cls, path: str) -> "BackoffLM":
+        counts: dict[int, int] = {}
+        probs: list[dict[Gram, float]] = [{}]
+        bows: dict[Gram, float] = {}
+        section = "start"
+        k = 0
+        with _open_text(path) as f:
+            try:
+                for n, line in enumerate(f, 1):
+                    s = line.strip()
+                    if not s:
+                        continue
+                    if section == "start":
+                        if s == "\\data\\":
+                            section = "data"
+                        continue
+                    if s == "\\end\\":
+                        section = "end"
+                        break
+                    if s.startswith("\\") and s.endswith("-grams:"):
+                        try:
+                            k = int(s[1:-len("-grams:")])
+                        except ValueError:
+                            fail(f"bad section header '{s}'", path, n)
+                        if k != len(probs):
+                            fail(f"section \\{k}-grams: out of order", path, n)
+                        probs.append({})
+                        section = "grams"
+                        continue
+                    if section == "data":
+                        if not s.startswith("ngram ") or "=" not in s:
+                            fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
+                        a, b = s[len("ngram "):].split("=", 1)
+                        try:
+                            counts[int(a)] = int(b)
+                        except ValueError:
+                            fail(f"bad ngram count line '{s}'", path, n)
+                        continue
+                    fields = s.split()
+                    if len(fields) < k + 1 or len(fields) > k + 2:
+                        fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
+                    try:
+                        p = float(fields[0])
+                        bo = float(fields[k + 1]) if len(fields) == k + 2 else None
+                    except ValueError:
+                        fail(f"bad number in '{s}'", path, n)
+                    g = tuple(fields[1:k + 1])
+                    probs[k][g] = p
+                    if bo is not None:
+                        bows[g] = bo
+            except UnicodeDecodeError:
+                fail("not valid UTF-8", path)
+        if section == "start":
+            fail("no \\data\\ section: not an ARPA file", path)
+        if section != "end":
+            fail("missing \\end\\ (truncated ARPA file?)", path)
+        order = len(probs) - 1
+        if order < 1 or sorted(counts) != list(range(1, order + 1)):
+            fail(f"\\data\\ lists orders {sorted(counts)} but the file has {order} sections", path)
+        for kk in range(1, order + 1):
+            if counts[kk] != len(probs[kk]):
+                fail(f"\\data\\ says ngram {kk}={counts[kk]} but the section has {len(probs[kk])}", path)
+        return cls(order, probs, bows)
+
+
+# ----------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------
+
+def count_ngrams(sentences: Iterable[list[str]], order: int, vocab: set[str] | None,
+                 unk: str = UNK) -> tuple[list[dict[Gram, int]], int, int]:
+    """Raw counts of every k-gram (k <= order) in <s> w1..wn </s>; words outside ``vocab`` become
+    ``unk``. Returns (counts, number of sentences, number of OOV tokens)."""
+    counts: list[dict[Gram, int]] = [dict() for _ in range(order + 1)]
+    nsent = noov = 0
+    for words in sentences:
+        nsent += 1
+        if vocab is not None:
+            mapped = []
+            for w in words:
+                if w not in vocab:
+                    noov += 1
+                    w = unk
+                mapped.append(w)
+            words = mapped
+        s = [BOS] + words + [EOS]
+        for i in range(1, len(s)):
+            for k in range(1, min(order, i + 1) + 1):
+                g = tuple(s[i - k + 1:i + 1])
+                c = counts[k]
+                c[g] = c.get(g, 0) + 1
+    return counts, nsent, noov
+
+
+def _kn_discounts(counts: Iterable[int], order: int, warn: bool = True) -> tuple[float, float, float]:
+    n = [0, 0, 0, 0, 0]
+    for c in counts:
+        if c <= 4:
+            n[c] += 1
+    try:
+        y = n[1] / (n[1] + 2 * n[2])
+        d = (1 - 2 * y * n[2] / n[1], 2 - 3 * y * n[3] / n[2], 3 - 4 * y * n[4] / n[3])
+        if all(0.0 <= x <= i + 1 for i, x in enumerate(d)):
+            return d
+    except ZeroDivisionError:
+        pass
+    if warn:
+        print(f"pynnet-train-lm: WARNING: too little data to estimate Kneser-Ney discounts for order "
+              f"{order} (counts-of-counts n1..n4 = {n[1:]}); using 0.5 1 1.5 (kenlm's --discount_fallback)",
+              file=sys.stderr)
+    return (0.5, 1.0, 1.5)
+
+
+def train_lm(sentences: Iterable[list[str]], order: int = 3, vocab: list[str] | None = None,
+             discount: str = "kn", unk: str = UNK, verbose: bool = True) -> BackoffLM:
+    """Train an interpolated back-off LM (``discount`` 'kn': modified Kneser-Ney; 'wb': Witten-Bell).
+
+    The vocabulary is ``vocab`` (all other words become ``unk``) or, if None, the training words;
+    unigrams are interpolated with the uniform distribution over vocabulary + </s> + unk, so every
+    vocabulary word gets a probability even if it never occurs."""
+    if order < 1:
+        raise PynnetError(f"--order must be >= 1, got {order}")
+    if discount not in ("kn", "wb"):
+        raise PynnetError(f"--discount must be kn or wb, got '{discount}'")
+    vset = set(vocab) if vocab is not None else None
+    raw, nsent, noov = count_ngrams(sentences, order, vset, unk)
+    if nsent == 0 or not raw[1]:
+        raise PynnetError("the training text is empty")
+    if verbose:
+        print(f"pynnet-train-lm: {nsent} sentences, {sum(raw[1].values()) - nsent} words, "
+              f"{noov} OOV tokens mapped to {unk}", file=sys.stderr)
+
+    # Counts the estimator uses at each order.
+    if discount == "kn":
+        adj: list[dict[Gram, int]] = [dict() for _ in range(order + 1)]
+        adj[order] = raw[order]
+        for k in range(order - 1, 0, -1):
+            a = {g: c for g, c in raw[k].items() if g[0] == BOS}
+            for g in raw[k + 1]:
+                s = g[1:]
+                a[s] = a.get(s, 0) + 1
+            adj[k] = a
+    else:
+        adj = raw
+
+    # Vocabulary of the unigram distribution (<s> is never predicted).
+    words = set(g[0] for g in raw[1]) | {EOS, unk}
+    if vocab is not None:
+        words |= set(vocab)
+    words.discard(BOS)
+    V = len(words)
+
+    # alpha (discounted mass of seen n-grams) and gamma (back-off mass) per context, order by order.
+    probs: list[dict[Gram, float]] = [dict() for _ in range(order + 1)]
+    bows: dict[Gram, float] = {}
+    lin: list[dict[Gram, float]] = [dict() for _ in range(order + 1)]  # interpolated P, linear
+    for k in range(1, order + 1):
+        by_ctx: dict[Gram, list[tuple[str, int]]] = defaultdict(list)
+        for g, c in adj[k].items():
+            by_ctx[g[:-1]].append((g[-1], c))
+        if discount == "kn":
+            d1, d2, d3 = _kn_discounts(adj[k].values(), k, verbose)
+        gamma_of: dict[Gram, float] = {}
+        for h, items in by_ctx.items():
+            total = sum(c for _, c in items)
+            if discount == "kn":
+                dsum = 0.0
+                for w, c in items:
+                    d = d1 if c == 1 else d2 if c == 2 else d3
+                    dsum += d
+                    lin[k][h + (w,)] = (c - d) / total
+                gamma_of[h] = dsum / total
+            else:
+                t = len(items)
+                for w, c in items:
+                    lin[k][h + (w,)] = c / (total + t)
+                gamma_of[h] = t / (total + t)
+        if k == 1:
+            g0 = gamma_of.get((), 1.0)
+            for w in words:
+                lin[1][(w,)] = lin[1].get((w,), 0.0) + g0 / V
+        else:
+            for g in list(lin[k]):
+                lin[k][g] += gamma_of[g[:-1]] * lin[k - 1][g[1:]]
+        for h, gm in gamma_of.items():
+            if k > 1:
+                bows[h] = math.log10(gm) if gm > 0 else LOG10_ZERO
+        for g, p in lin[k].items():
+            probs[k][g] = math.log10(p) if p > 0 else LOG10_ZERO
+    probs[1][(BOS,)] = LOG10_ZERO
+    # Contexts that are never extended (e.g. order-1 model) keep no backoff weight.
+    return BackoffLM(order, probs, bows)
+
+
+# ----------------------------------------------------------------------------------------------
+# Relative-entropy pruning (Stolcke 1998; SRILM ngram -prune)
+# ----------------------------------------------------------------------------------------------
+
+def prune_lm(lm: BackoffLM, threshold: float, min_order: int = 2, verbose: bool = True) -> BackoffLM:
+    """Remove n-grams (order >= min_order) whose removal raises perplexity by less than
+    ``threshold`` (relative), highest order first, then recompute the backoff weights so every
+    context still sums to one. N-grams that are contexts of kept higher-order n-grams are kept."""
+    order = lm.order
+    probs = [dict(p) for p in lm.probs]
+    bows = dict(lm.bows)
+    ctx_prob_cache: dict[Gram, float] = {}
+
+    def context_log10prob(h: Gram) -> float:
+        # Marginal probability of the context under the unpruned model; <s> is given (prob 1).
+        if h in ctx_prob_cache:
+            return ctx_prob_cache[h]
+        lp = 0.0
+        for i, w in enumerate(h):
+            if i == 0 and w == BOS:
+                continue
+            lp += lm.logprob(w, h[:i])
+        ctx_prob_cache[h] = lp
+        return lp
+
+    before = lm.num_ngrams()
+    for k in range(order, max(min_order, 2) - 1, -1):
+        by_ctx: dict[Gram, list[Gram]] = defaultdict(list)
+        for g in probs[k]:
+            by_ctx[g[:-1]].append(g)
+        has_children = set(g[:-1] for g in probs[k + 1]) if k < order else set()
+        for h, grams in by_ctx.items():
+            lo = h[1:]
+
+            def lower(w: str) -> float:
+                return _logprob_in(probs, bows, order, w, lo)
+
+            num = 1.0 - sum(10 ** probs[k][g] for g in grams)
+            den = 1.0 - sum(10 ** lower(g[-1]) for g in grams)
+            if num <= 0 or den <= 0:
+                continue
+            bow = math.log10(num / den)
+            p_h = 10 ** context_log10prob(h)
+            for g in grams:
+                if g in has_children:
+                    continue
+                lp = probs[k][g]
+                lpl = lower(g[-1])
+                new_bow = math.log10((num + 10 ** lp) / (den + 10 ** lpl))
+                delta_prob = lpl + new_bow - lp
+                delta_entropy = -p_h * (10 ** lp * delta_prob + num * (new_bow - bow))
+                if 10 ** delta_entropy - 1.0 < threshold:
+                    # Each n-gram is judged against the unpruned context, as SRILM does.
+                    del probs[k][g]
+    # Pruning changed lower-order probabilities too: recompute every backoff weight, lowest order
+    # first, so that each context again sums to one (SRILM recomputes them the same way).
+    for k in range(2, order + 1):
+        children: dict[Gram, list[str]] = defaultdict(list)
+        for g in probs[k]:
+            children[g[:-1]].append(g[-1])
+        for h in probs[k - 1]:
+            if h[-1] == EOS:
+                continue
+            ws = children.get(h, [])
+            if not ws:
+                bows.pop(h, None)
+                continue
+            num = 1.0 - sum(10 ** probs[k][h + (w,)] for w in ws)
+            den = 1.0 - sum(10 ** _logprob_in(probs, bows, order, w, h[1:]) for w in ws)
+            bows[h] = math.log10(num / den) if num > 0 and den > 0 else LOG10_ZERO
+    if verbose:
+        print(f"pynnet-train-lm: pruning with threshold {threshold:g}: n-grams {before} -> "
+              f"{[len(probs[k]) for k in range(1, order + 1)]}", file=sys.stderr)
+    return BackoffLM(order, probs, bows)
+
+
+def _logprob_in(probs, bows, order, w: str, h: Gram) -> float:
+    bo = 0.0
+    while True:
+        g = h + (w,)
+        p = probs[len(g)].get(g)
+        if p is not None:
+            return bo + p
+        if not h:
+            return LOG10_ZERO
+        bo += bows.get(h, 0.0)
+        h = h[1:]
+
+
+# ----------------------------------------------------------------------------------------------
+# Perplexity
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class PplStats:
+    sentences: int = 0
+    words: int = 0
+    oovs: int = 0
+    logprob: float = 0.0
+    zeroprobs: int = 0
+
+    @property
+    def ppl(self) -> float:
+        n = self.words - self.zeroprobs + self.sentences
+        return 10 ** (-self.logprob / n) if n else float("inf")
+
+    @property
+    def ppl1(self) -> float:
+        n = self.words - self.zeroprobs
+        return 10 ** (-self.logprob / n) if n else float("inf")
+
+    def srilm_lines(self, name: str) -> str:
+        return (f"file {name}: {self.sentences} sentences, {self.words} words, {self.oovs} OOVs\n"
+                f"{self.zeroprobs} zeroprobs, logprob= {self.logprob:.6g} ppl= {self.ppl:.6g} ppl1= {self.ppl1:.6g}")
+
+
+def perplexity(lm: BackoffLM, sentences: Iterable[list[str]]) -> PplStats:
+    """Perplexity as SRILM's ``ngram -unk -ppl`` prints it: OOV words (not in the LM) are scored as
+    <unk> and counted in ``oovs``; words with zero probability are left out (``zeroprobs``)."""
+    st = PplStats()
+    known = lm.probs[1]
+    for words in sentences:
+        st.sentences += 1
+        st.words += len(words)
+        st.oovs += sum(1 for w in words if (w,) not in known)
+        _, per = lm.sentence_logprob(words)
+        for lp in per:
+            if lp <= LOG10_ZERO:
+                st.zeroprobs += 1
+            else:
+                st.logprob += lp
+    return st
