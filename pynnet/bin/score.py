@@ -1,0 +1,147 @@
+"""Scoring programs: pynnet-compute-wer, pynnet-align-text, pynnet-wer-details, pynnet-best-wer."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pynnet.bin._cli import cli, prog_name
+from pynnet.io.errors import fail
+
+
+def _parser(description: str, usage: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog_name(), description=description, usage=usage)
+
+
+def _check_ints(table: dict[str, list[str]], spec: str) -> None:
+    for key, words in table.items():
+        for w in words:
+            if not w.lstrip("-").isdigit():
+                fail(f"utterance '{key}': '{w}' is not an integer (use --text for word strings)", spec)
+
+
+def _bool(v: str) -> bool:
+    if v.lower() in ("true", "1", "yes"):
+        return True
+    if v.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true|false, got '{v}'")
+
+
+@cli
+def compute_wer_main(argv: list[str] | None = None) -> int:
+    """compute-wer [--text] [--mode present|all|strict] <ref-rspecifier> <hyp-rspecifier> [<stats-out>]"""
+    p = _parser("Compute WER by comparing transcriptions (Kaldi's compute-wer).",
+                "%(prog)s [--text] [--mode=present|all|strict] <ref-rspecifier> <hyp-rspecifier> [<stats-out>]\n"
+                "  e.g. %(prog)s --text --mode=present ark:data/test/text ark:hyp.txt")
+    p.add_argument("--text", nargs="?", const=True, default=False, type=_bool,
+                   help="expect word strings, not integers")
+    p.add_argument("--mode", default="strict",
+                   help='"present": score utterances with a hypothesis; "all": absent ones count as '
+                        'empty; "strict": an absent hypothesis is an error (default)')
+    p.add_argument("ref")
+    p.add_argument("hyp")
+    p.add_argument("stats_out", nargs="?")
+    a = p.parse_args(argv)
+    from pynnet.score.wer import align_words, compute_wer, read_transcripts
+
+    ref = read_transcripts(a.ref)
+    hyp = read_transcripts(a.hyp)
+    if not a.text:
+        _check_ints(ref, a.ref)
+        _check_ints(hyp, a.hyp)
+    st = compute_wer(ref, hyp, a.mode)
+    if a.stats_out:
+        # compute-wer's optional per-word alignment statistics (feed to `sort | uniq -c`).
+        out = []
+        for key in st.per_utt:
+            for r, h in align_words(ref[key], hyp.get(key, []), eps="\x00"):
+                if r == "\x00":
+                    out.append(f"insertion {h}")
+                elif h == "\x00":
+                    out.append(f"deletion {r}")
+                elif r != h:
+                    out.append(f"substitution {r} {h}")
+                else:
+                    out.append(f"correct {r}")
+        text = "".join(x + "\n" for x in out)
+        if a.stats_out == "-":
+            sys.stdout.write(text)
+        else:
+            from pynnet.io.atomic import atomic_write
+            with atomic_write(a.stats_out) as f:
+                f.write(text)
+    print("\n".join(st.lines()))
+    return 0
+
+
+@cli
+def align_text_main(argv: list[str] | None = None) -> int:
+    """align-text [--special-symbol '***'] <ref> <hyp> <out|->"""
+    p = _parser("Align reference and hypothesis word by word (Kaldi's align-text).",
+                "%(prog)s [--special-symbol='***'] <ref-rspecifier> <hyp-rspecifier> <out-file|->")
+    p.add_argument("--special-symbol", default="<eps>",
+                   help="symbol for a gap (insertion/deletion), default <eps> as Kaldi's")
+    p.add_argument("ref")
+    p.add_argument("hyp")
+    p.add_argument("out")
+    a = p.parse_args(argv)
+    from pynnet.score.wer import align_text_line, align_words, read_transcripts
+
+    ref, hyp = read_transcripts(a.ref), read_transcripts(a.hyp)
+    lines = [align_text_line(k, align_words(r, hyp[k], a.special_symbol))
+             for k, r in ref.items() if k in hyp]
+    text = "".join(x + "\n" for x in lines)
+    out = a.out.split(":", 1)[1] if a.out.startswith(("ark:", "ark,t:")) else a.out
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        from pynnet.io.atomic import atomic_write
+        with atomic_write(out) as f:
+            f.write(text)
+    return 0
+
+
+@cli
+def wer_details_main(argv: list[str] | None = None) -> int:
+    """wer-details [--utt2spk f] <ref> <hyp> <out-dir>: per_utt, per_spk, ops as score_kaldi.sh."""
+    p = _parser("Write Kaldi's wer_details (per_utt, per_spk, ops) for a hypothesis file.",
+                "%(prog)s [--utt2spk data/test/utt2spk] [--special-symbol '***'] "
+                "<ref-text> <hyp-text> <out-dir>")
+    p.add_argument("--utt2spk", help="utt2spk of the data dir; without it no per_spk is written")
+    p.add_argument("--special-symbol", default="***")
+    p.add_argument("ref")
+    p.add_argument("hyp")
+    p.add_argument("out_dir")
+    a = p.parse_args(argv)
+    from pynnet.io.tables import read_table
+    from pynnet.score.wer import read_transcripts, write_wer_details
+
+    ref, hyp = read_transcripts(a.ref), read_transcripts(a.hyp)
+    utt2spk = read_table(a.utt2spk, min_fields=2, max_fields=2) if a.utt2spk else None
+    os.makedirs(a.out_dir, exist_ok=True)
+    write_wer_details(a.out_dir, ref, hyp, utt2spk, a.special_symbol)
+    return 0
+
+
+@cli
+def best_wer_main(argv: list[str] | None = None) -> int:
+    """best-wer: read ``file:%WER ...`` lines (grep output) from stdin or files, print the best."""
+    p = _parser("Print the lowest %WER line (Kaldi's utils/best_wer.sh).",
+                "grep WER exp/x/decode/wer_* | %(prog)s   or   %(prog)s <file>...")
+    p.add_argument("files", nargs="*")
+    a = p.parse_args(argv)
+    from pynnet.score.wer import best_wer
+
+    lines: list[str] = []
+    if a.files:
+        for fn in a.files:
+            with open(fn, encoding="utf-8", errors="replace") as f:
+                lines += [f"{fn}:{ln}" for ln in f]
+    else:
+        lines = list(sys.stdin)
+    best = best_wer(lines)
+    if best is None:
+        fail("no %WER lines in the input")
+    print(best)
+    return 0

@@ -1,0 +1,184 @@
+"""Lattice-generating decoding over HCLG for GMM and matrix (DNN) log-likelihoods.
+
+Both paths end in one place, :func:`decode_loglikes`: a [frames, num_pdfs] matrix of log-likelihoods
+is expanded to transition-ids (column tid-1 = pdf of tid, the layout kaldi_decoder's DecodableCtc
+reads: index i -> column i-1), scaled by the acoustic scale and decoded by kaldi_decoder's
+LatticeSimpleDecoder, the one decoder whose Python binding returns the raw (state-level) lattice.
+The lattice is returned with the acoustic scale removed, as latgen-faster writes it, so
+LM-weight x insertion-penalty scoring can run on it afterwards (pynnet.decode.lattice.best_paths).
+
+GMM log-likelihoods are computed for all pdfs at once with one matrix product
+(:class:`GmmScorer`), the same values DecodableAmDiagGmmScaled computes pdf by pdf.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pynnet.io.errors import fail
+
+
+@dataclass
+class DecodeConfig:
+    """Options of latgen-faster(-mapped).  ``max_active``/``min_active`` are accepted for Kaldi
+    compatibility, but LatticeSimpleDecoder prunes by beam only (see docs/notes/decode.md)."""
+    beam: float = 13.0
+    lattice_beam: float = 6.0
+    max_active: int = 7000
+    min_active: int = 200
+    prune_interval: int = 25
+    allow_partial: bool = True
+
+
+@dataclass
+class DecodeResult:
+    ok: bool                      # a path was found
+    partial: bool                 # no final state was reached (best partial path, allow_partial)
+    words: list[int] = field(default_factory=list)
+    alignment: list[int] = field(default_factory=list)   # transition-ids per frame
+    likelihood: float = 0.0       # -(graph + acwt*acoustic) of the best path, as Kaldi logs it
+    lattice: object = None        # pynnet.decode.lattice.Lattice, acoustic costs unscaled
+    num_frames: int = 0
+
+
+def _import_khg():
+    # kaldi_hmm_gmm must be imported before kaldifst (the other order hangs).
+    import kaldi_hmm_gmm  # noqa: F401
+    import kaldifst
+    import kaldi_decoder
+    return kaldifst, kaldi_decoder
+
+
+def read_hclg(path: str | os.PathLike):
+    """Read HCLG.fst (OpenFst binary, vector or const type)."""
+    kaldifst, _ = _import_khg()
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        fail("no such file", path)
+    errors = []
+    for cls in (kaldifst.StdVectorFst, kaldifst.StdConstFst):
+        try:
+            fst = cls.read(path)
+            if fst is not None and fst.num_states > 0:
+                return fst
+            errors.append("empty FST")
+        except Exception as e:  # kaldifst raises RuntimeError with OpenFst's message
+            errors.append(str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
+    fail(f"cannot read as an OpenFst graph ({'; '.join(errors)})", path)
+
+
+def tid2pdf(trans_model) -> np.ndarray:
+    """Array indexed by transition-id (0 unused) giving its pdf id."""
+    arr = np.asarray(trans_model.transition_id_to_pdf_array(), dtype=np.int64)
+    if arr.size != trans_model.num_transition_ids + 1:
+        fail("transition model has an unexpected transition-id table")
+    return arr
+
+
+def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: float = 0.1,
+                    config: DecodeConfig | None = None, *, utt: str = "",
+                    tid2pdf_map: np.ndarray | None = None) -> DecodeResult:
+    """Decode a [frames, num_pdfs] matrix of (pseudo) log-likelihoods over ``hclg``.
+
+    ``loglikes[t, p]`` is log p(x_t | pdf p) (GMM) or log posterior - log prior (DNN).
+    Returns words, the per-frame transition-id alignment, the likelihood and the raw lattice.
+    """
+    kaldifst, kd = _import_khg()
+    from pynnet.decode.lattice import from_kaldifst
+
+    cfg = config or DecodeConfig()
+    m = tid2pdf(trans_model) if tid2pdf_map is None else tid2pdf_map
+    num_pdfs = int(trans_model.num_pdfs)
+    loglikes = np.asarray(loglikes)
+    if loglikes.ndim != 2:
+        fail(f"utterance '{utt}': log-likelihoods must be a matrix, got shape {loglikes.shape}")
+    if loglikes.shape[1] != num_pdfs:
+        fail(f"utterance '{utt}': log-likelihood matrix has {loglikes.shape[1]} columns but the "
+             f"model has {num_pdfs} pdfs (wrong model or wrong network output?)")
+    T = loglikes.shape[0]
+    if T == 0:
+        return DecodeResult(False, False)
+    if not np.all(np.isfinite(loglikes)):
+        fail(f"utterance '{utt}': log-likelihoods contain NaN or infinity")
+    mat = np.ascontiguousarray(acoustic_scale * loglikes[:, m[1:]], dtype=np.float32)
+    decodable = kd.DecodableCtc(mat)
+    dcfg = kd.LatticeSimpleDecoderConfig(beam=cfg.beam, lattice_beam=cfg.lattice_beam,
+                                          prune_interval=cfg.prune_interval)
+    decoder = kd.LatticeSimpleDecoder(hclg, dcfg)
+    decoder.decode(decodable)
+    if decoder.num_frames_decoded() != T:
+        return DecodeResult(False, False, num_frames=T)
+    use_final = True
+    ok, best = decoder.get_best_path(True)
+    if not ok or best.num_states == 0:
+        if not cfg.allow_partial:
+            return DecodeResult(False, True, num_frames=T)
+        use_final = False
+        ok, best = decoder.get_best_path(False)
+        if not ok or best.num_states == 0:
+            return DecodeResult(False, True, num_frames=T)
+    ali, words, weight = _linear(kaldifst, best)
+    ok_lat, raw = decoder.get_raw_lattice(use_final)
+    lat = from_kaldifst(raw).scaled(acoustic_scale=1.0 / acoustic_scale) if ok_lat else None
+    like = -(weight[0] + weight[1])
+    return DecodeResult(True, not use_final, words, ali, like, lat, T)
+
+
+def _linear(kaldifst, best) -> tuple[list[int], list[int], tuple[float, float]]:
+    r = kaldifst.get_linear_symbol_sequence(best)
+    # (ok, isymbols, osymbols, LatticeWeight) in kaldifst's binding
+    if len(r) == 4:
+        _, ali, words, w = r
+    else:  # pragma: no cover - older binding shape
+        ali, words, w = r
+    return list(ali), list(words), (float(w.value1), float(w.value2))
+
+
+class GmmScorer:
+    """Log-likelihoods of all pdfs of an AmDiagGmm for a feature matrix, vectorised:
+    log sum_m exp(gconst_m + x.(mu_m/var_m) - 0.5 x^2.(1/var_m))."""
+
+    def __init__(self, am_gmm):
+        gconsts, mi, iv, owner = [], [], [], []
+        self.num_pdfs = int(am_gmm.num_pdfs)
+        self.dim = int(am_gmm.dim)
+        for p in range(self.num_pdfs):
+            g = am_gmm.get_pdf(p)
+            gconsts.append(np.asarray(g.gconsts, np.float64).reshape(-1))
+            mi.append(np.asarray(g.means_invvars, np.float64).reshape(-1, self.dim))
+            iv.append(np.asarray(g.inv_vars, np.float64).reshape(-1, self.dim))
+            owner.append(np.full(gconsts[-1].size, p))
+        gc = np.concatenate(gconsts)
+        # [1 | x | x^2] @ W gives every Gaussian's log-likelihood (weight included in gconst).
+        self.W = np.concatenate([gc[None, :], np.concatenate(mi).T, -0.5 * np.concatenate(iv).T])
+        self.owner = np.concatenate(owner)
+        self.starts = np.flatnonzero(np.diff(np.concatenate(([-1], self.owner)))).astype(np.int64)
+        if not np.all(np.isfinite(gc)):
+            fail("acoustic model has invalid Gaussians (non-finite gconsts)")
+
+    def loglikes(self, feats: np.ndarray) -> np.ndarray:
+        x = np.asarray(feats, np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            fail(f"feature dimension {x.shape[-1] if x.ndim else '?'} does not match the model "
+                 f"dimension {self.dim} (check cmvn_opts/delta_opts/splicing)")
+        X = np.concatenate([np.ones((x.shape[0], 1)), x, x * x], axis=1)
+        comp = X @ self.W                                    # [T, total Gaussians]
+        mx = np.maximum.reduceat(comp, self.starts, axis=1)  # [T, pdfs]
+        s = np.add.reduceat(np.exp(comp - np.repeat(mx, np.diff(np.append(self.starts, comp.shape[1])), axis=1)),
+                            self.starts, axis=1)
+        return (mx + np.log(s)).astype(np.float32)
+
+
+def decode_gmm(hclg, trans_model, am_gmm, feats: np.ndarray, acoustic_scale: float = 0.083333,
+               config: DecodeConfig | None = None, *, utt: str = "", scorer: GmmScorer | None = None,
+               tid2pdf_map: np.ndarray | None = None) -> DecodeResult:
+    """GMM decode (gmm-latgen-faster): GMM log-likelihoods for all pdfs, then decode_loglikes."""
+    scorer = scorer or GmmScorer(am_gmm)
+    return decode_loglikes(hclg, trans_model, scorer.loglikes(feats), acoustic_scale, config,
+                           utt=utt, tid2pdf_map=tid2pdf_map)
+
+
+__all__ = ["DecodeConfig", "DecodeResult", "GmmScorer", "decode_gmm", "decode_loglikes",
+           "read_hclg", "tid2pdf"]

@@ -1,0 +1,327 @@
+"""State-level lattices (Kaldi's ``Lattice`` type) held as numpy arrays, their Kaldi text ark
+format, and best paths over a grid of LM weights x word-insertion penalties.
+
+A lattice arc carries (ilabel = transition-id, olabel = word id, graph cost, acoustic cost); costs
+are negated log-probabilities and the acoustic cost is *unscaled* (as latgen-faster writes it).
+Scoring a grid point (LMWT, WIP) minimises, as ``lattice-scale --inv-acoustic-scale=LMWT |
+lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` does::
+
+    graph + acoustic / LMWT + WIP * (number of words)
+
+All grid points are solved in one pass over the lattice (a Viterbi pass in topological order,
+vectorised over the grid), so scoring 11 x 3 points costs about as much as one.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import IO, Iterator, Sequence
+
+import numpy as np
+
+from pynnet.io.errors import fail
+
+
+@dataclass
+class Lattice:
+    """A state-level lattice.  Arrays are parallel over arcs; finals are parallel over final states."""
+    num_states: int
+    start: int
+    src: np.ndarray        # int32 [E]
+    dst: np.ndarray        # int32 [E]
+    ilabel: np.ndarray     # int32 [E] transition-ids (0 = epsilon)
+    olabel: np.ndarray     # int32 [E] word ids (0 = epsilon)
+    graph: np.ndarray      # float64 [E] graph (LM + transition + pronunciation) cost
+    acoustic: np.ndarray   # float64 [E] acoustic cost (-log-likelihood, unscaled)
+    final_state: np.ndarray    # int32 [F]
+    final_graph: np.ndarray    # float64 [F]
+    final_acoustic: np.ndarray  # float64 [F]
+
+    @property
+    def num_arcs(self) -> int:
+        return int(self.src.size)
+
+    def scaled(self, acoustic_scale: float = 1.0, graph_scale: float = 1.0) -> "Lattice":
+        """A copy with costs multiplied (acoustic_scale=1/acwt undoes decoding's scaling)."""
+        return Lattice(self.num_states, self.start, self.src, self.dst, self.ilabel, self.olabel,
+                       self.graph * graph_scale, self.acoustic * acoustic_scale, self.final_state,
+                       self.final_graph * graph_scale, self.final_acoustic * acoustic_scale)
+
+    # ---------------------------------------------------------------- Kaldi text format
+    def to_kaldi_text(self, key: str) -> str:
+        """The text-ark entry Kaldi's lattice writers produce: ``key`` newline, one
+        ``src dst ilabel olabel graph,acoustic`` line per arc (tab-separated, states in
+        order), ``state graph,acoustic`` per final state, then an empty line."""
+        out = [key + " \n"]
+        order = np.argsort(self.src, kind="stable")
+        finals = dict(zip(self.final_state.tolist(),
+                          zip(self.final_graph.tolist(), self.final_acoustic.tolist())))
+        # Kaldi prints the start state's arcs first (FstPrinter starts at the start state).
+        states = [self.start] + [s for s in range(self.num_states) if s != self.start]
+        by_src: dict[int, list[int]] = {}
+        for a in order.tolist():
+            by_src.setdefault(int(self.src[a]), []).append(a)
+        for s in states:
+            for a in by_src.get(s, ()):
+                out.append(f"{s}\t{self.dst[a]}\t{self.ilabel[a]}\t{self.olabel[a]}\t"
+                           f"{_g(self.graph[a])},{_g(self.acoustic[a])}\n")
+            if s in finals:
+                g, ac = finals[s]
+                out.append(f"{s}\t{_g(g)},{_g(ac)}\n")
+        out.append("\n")
+        return "".join(out)
+
+
+def _g(x: float) -> str:
+    # C++ ostream default formatting (6 significant digits), which FstPrinter uses.
+    s = "%.6g" % x
+    return "0" if s == "-0" else s
+
+
+def from_fst_text(text: str, start: int | None = None, where: str = "lattice") -> Lattice:
+    """Parse AT&T text of a lattice (kaldifst ``Lattice.to_str()`` or a Kaldi text entry).
+    Arc lines: ``src dst ilabel olabel g,a``; final lines: ``state [g,a]``.  Also accepts
+    CompactLattice lines ``src dst word g,a,tid_tid_...`` (the transition-ids are dropped;
+    ilabel = olabel = word).  The first arc's (or final's) state is the start state, as in
+    FstPrinter output, unless ``start`` is given."""
+    src, dst, il, ol, gc, ac = [], [], [], [], [], []
+    fs, fg, fa = [], [], []
+    first = None
+    for n, line in enumerate(text.splitlines(), 1):
+        f = line.split()
+        if not f:
+            continue
+        try:
+            if len(f) >= 4:
+                s, d = int(f[0]), int(f[1])
+                if len(f) == 5:
+                    i, o = int(f[2]), int(f[3])
+                    w = f[4]
+                elif len(f) == 4 and "," in f[3]:   # CompactLattice arc
+                    i = o = int(f[2])
+                    w = f[3]
+                else:                               # Lattice arc with weight One
+                    i, o, w = int(f[2]), int(f[3]), "0,0"
+                g, a = _weight(w)
+                src.append(s); dst.append(d); il.append(i); ol.append(o); gc.append(g); ac.append(a)
+            elif len(f) in (1, 2):
+                s = int(f[0])
+                g, a = _weight(f[1]) if len(f) == 2 else (0.0, 0.0)
+                fs.append(s); fg.append(g); fa.append(a)
+            else:
+                raise ValueError
+        except ValueError:
+            fail(f"bad lattice line '{line.strip()}'", where, n)
+        if first is None:
+            first = int(f[0])
+    if first is None:
+        fail("empty lattice", where)
+    ns = 1 + max([first] + src + dst + fs)
+    return Lattice(ns, first if start is None else start,
+                   np.asarray(src, np.int32), np.asarray(dst, np.int32), np.asarray(il, np.int32),
+                   np.asarray(ol, np.int32), np.asarray(gc, np.float64), np.asarray(ac, np.float64),
+                   np.asarray(fs, np.int32), np.asarray(fg, np.float64), np.asarray(fa, np.float64))
+
+
+def _weight(w: str) -> tuple[float, float]:
+    parts = w.split(",")
+    if len(parts) < 2:
+        raise ValueError(w)
+    return float(parts[0]), float(parts[1])
+
+
+def from_kaldifst(lat) -> Lattice:
+    """Convert a ``kaldifst.Lattice`` (e.g. from a decoder's get_raw_lattice) to a Lattice."""
+    return from_fst_text(lat.to_str(), start=int(lat.start))
+
+
+# ------------------------------------------------------------------------------ ark I/O
+def _open_read(spec: str) -> tuple[IO[bytes], subprocess.Popen | None, str]:
+    target = spec.split(":", 1)[1] if spec.split(":", 1)[0].split(",")[0] == "ark" else spec
+    target = target.strip()
+    if target.endswith("|"):
+        proc = subprocess.Popen(target[:-1], shell=True, stdout=subprocess.PIPE)
+        return proc.stdout, proc, target
+    if not os.path.exists(target):
+        fail("no such file", target)
+    raw = open(target, "rb")
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return gzip.GzipFile(fileobj=raw), None, target
+    raw.seek(0)
+    return raw, None, target
+
+
+def read_lattice_ark(spec: str) -> Iterator[tuple[str, Lattice]]:
+    """Read text lattices from ``lat.1.gz`` / ``ark:gunzip -c lat.1.gz|`` / ``ark:lat.txt``."""
+    f, proc, name = _open_read(spec)
+    try:
+        stream = io.TextIOWrapper(f, encoding="utf-8")
+        key, buf, start_line = None, [], 0
+        for n, line in enumerate(stream, 1):
+            if key is None:
+                if not line.strip():
+                    continue
+                fields = line.split()
+                if fields[0].startswith("\0B") or "\0" in line:
+                    fail("binary lattices are not supported; write them with ark,t", name, n)
+                key, start_line = fields[0], n
+                rest = line.strip()[len(key):].strip()
+                if rest:
+                    buf.append(rest)
+                continue
+            if not line.strip():
+                yield key, from_fst_text("\n".join(buf), where=f"{name}:{start_line}")
+                key, buf = None, []
+            else:
+                buf.append(line)
+        if key is not None:
+            fail(f"lattice for '{key}' is not terminated by an empty line (truncated file?)",
+                 name, start_line)
+    except UnicodeDecodeError:
+        fail("not a text lattice archive (binary or corrupt)", name)
+    except (OSError, EOFError) as e:
+        fail(f"cannot read: {e}", name)
+    finally:
+        f.close()
+        if proc is not None and proc.wait() != 0:
+            fail(f"command failed with status {proc.returncode}", name)
+
+
+# ------------------------------------------------------------------------------ grid best path
+@dataclass
+class _Plan:
+    """Per-lattice precomputation shared by all grid points: the Viterbi schedule."""
+    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (arc ids, dst per group, group starts)
+
+
+def _schedule(lat: Lattice) -> _Plan:
+    """Group arcs by the longest-path depth of their destination (a topological level), so one
+    level's arcs only read costs of states already final.  Errors on a cyclic lattice."""
+    S, E = lat.num_states, lat.num_arcs
+    level = np.zeros(S, np.int64)
+    if E:
+        order = np.argsort(lat.src, kind="stable")
+        dst_sorted = lat.dst[order].tolist()
+        offs = np.searchsorted(lat.src[order], np.arange(S + 1)).tolist()
+        indeg = np.bincount(lat.dst, minlength=S).tolist()
+        lev = [0] * S
+        stack = [s for s in range(S) if indeg[s] == 0]
+        seen = 0
+        while stack:
+            s = stack.pop()
+            seen += 1
+            ls = lev[s] + 1
+            for d in dst_sorted[offs[s]:offs[s + 1]]:
+                if lev[d] < ls:
+                    lev[d] = ls
+                indeg[d] -= 1
+                if indeg[d] == 0:
+                    stack.append(d)
+        if seen != S:
+            fail("lattice has a cycle (not a decoder lattice?)")
+        level = np.asarray(lev, np.int64)
+    blocks = []
+    if E:
+        key = level[lat.dst] * S + lat.dst
+        arcs = np.argsort(key, kind="stable")
+        lv = level[lat.dst[arcs]]
+        cuts = np.flatnonzero(np.diff(lv)) + 1
+        for blk in np.split(arcs, cuts):
+            d = lat.dst[blk]
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(d)) + 1))
+            blocks.append((blk, d[starts], starts))
+    return _Plan(blocks)
+
+
+def best_paths(lat: Lattice, lm_weights: Sequence[float], word_ins_penalties: Sequence[float]
+               ) -> dict[tuple[float, float], list[int]]:
+    """Best word sequence for every (LMWT, WIP) pair: minimises
+    ``graph + acoustic/LMWT + WIP*words``.  A lattice with no complete path gives []."""
+    grid = [(float(l), float(p)) for l in lm_weights for p in word_ins_penalties]
+    if not grid:
+        return {}
+    inv = np.array([1.0 / l for l, _ in grid])
+    pen = np.array([p for _, p in grid])
+    G = len(grid)
+    S = lat.num_states
+    is_word = (lat.olabel != 0).astype(np.float64)
+    W = lat.graph[:, None] + lat.acoustic[:, None] * inv[None, :] + is_word[:, None] * pen[None, :]
+    cost = np.full((S, G), np.inf)
+    cost[lat.start] = 0.0
+    back = np.full((S, G), -1, np.int64)
+    for blk, udst, starts in _schedule(lat).blocks:
+        cand = cost[lat.src[blk]] + W[blk]
+        mins = np.minimum.reduceat(cand, starts, axis=0)
+        counts = np.diff(np.append(starts, blk.size))
+        is_min = cand == np.repeat(mins, counts, axis=0)
+        pos = np.where(is_min, np.arange(blk.size)[:, None], blk.size)
+        first = np.minimum.reduceat(pos, starts, axis=0)
+        first = np.minimum(first, blk.size - 1)
+        better = mins < cost[udst]  # the start state may have incoming arcs only in odd lattices
+        cost[udst] = np.where(better, mins, cost[udst])
+        back[udst] = np.where(better, blk[first], back[udst])
+    out: dict[tuple[float, float], list[int]] = {}
+    if lat.final_state.size == 0:
+        return {g: [] for g in grid}
+    tot = (cost[lat.final_state] + lat.final_graph[:, None]
+           + lat.final_acoustic[:, None] * inv[None, :])
+    best_final = np.argmin(tot, axis=0)
+    ok = np.isfinite(tot[best_final, np.arange(G)])
+    cur = lat.final_state[best_final].astype(np.int64)
+    cols = np.arange(G)
+    words_rev: list[np.ndarray] = []
+    active = ok & (cur != lat.start)
+    steps = 0
+    while active.any():
+        a = back[cur, cols]
+        a_safe = np.where(active, a, 0)
+        words_rev.append(np.where(active, lat.olabel[a_safe], 0))
+        cur = np.where(active, lat.src[a_safe], cur)
+        active &= cur != lat.start
+        steps += 1
+        if steps > S + 1:
+            fail("lattice back-pointers do not reach the start state (internal error)")
+    seqs = np.stack(words_rev[::-1], axis=0) if words_rev else np.zeros((0, G), np.int64)
+    for g, key in enumerate(grid):
+        if not ok[g]:
+            out[key] = []
+            continue
+        col = seqs[:, g]
+        out[key] = [int(w) for w in col[col != 0]]
+    return out
+
+
+def path_cost(lat: Lattice, lm_weight: float, word_ins_penalty: float, words: Sequence[int]) -> float:
+    """Cost of the cheapest path with word sequence ``words`` (brute force over the DAG; for tests
+    and debugging of small lattices)."""
+    target = list(words)
+    best: dict[int, dict[int, float]] = {lat.start: {0: 0.0}}  # state -> words matched -> cost
+    for blk, _, _ in _schedule(lat).blocks:
+        for a in blk.tolist():
+            s, d, o = int(lat.src[a]), int(lat.dst[a]), int(lat.olabel[a])
+            if s not in best:
+                continue
+            w = lat.graph[a] + lat.acoustic[a] / lm_weight + (word_ins_penalty if o else 0.0)
+            into = best.setdefault(d, {})
+            for k, c in best[s].items():
+                if o == 0:
+                    nk = k
+                elif k < len(target) and target[k] == o:
+                    nk = k + 1
+                else:
+                    continue
+                if c + w < into.get(nk, np.inf):
+                    into[nk] = c + w
+    res = np.inf
+    for s, g, ac in zip(lat.final_state.tolist(), lat.final_graph.tolist(), lat.final_acoustic.tolist()):
+        c = best.get(s, {}).get(len(target))
+        if c is not None:
+            res = min(res, c + g + ac / lm_weight)
+    return float(res)
+
+
+__all__ = ["Lattice", "from_fst_text", "from_kaldifst", "read_lattice_ark", "best_paths", "path_cost"]
