@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Synthesise the egs/synth corpus (espeak-ng voices and accents through a simulated telephone
+# channel) and write Kaldi data dirs, the dict dir and LM text.
+#
+# Writes <db-dir>/wav/{train,dev,test}/<spk>/<utt>.wav (8 kHz 16-bit), <db-dir>/meta/,
+#        <data-dir>/{train,dev,test}/{wav.scp,text,utt2spk,spk2utt,utt2dur,spk2gender},
+#        <data-dir>/local/dict/{lexicon.txt,nonsilence_phones.txt,silence_phones.txt,
+#                               optional_silence.txt,extra_questions.txt},
+#        <data-dir>/local/lm/train.txt
+# Re-running with the same options and an intact <db-dir> does nothing (delete <db-dir>/.done
+# to force it).
+
+train_hours=1.0     # hours of training audio
+dev_minutes=8       # minutes of dev audio
+test_minutes=10     # minutes of test audio
+seed=1
+nj=2                # parallel synthesis processes
+tiny=false          # test preset: a few dozen short utterances
+# difficulty and LM size; empty = the program's default (pynnet-synth-corpus --help)
+snr_db=             # additive noise SNR range (dB), MIN:MAX [5:20]
+reverb_prob=        # share of utterances with room reverberation [0.3]
+rate_wpm=           # speaker base speaking rates (words per minute), MIN:MAX [150:250]
+lm_sentences=       # sentences of LM training text [50000; 2000 with --tiny]
+synth_config=       # optional JSON of SynthConfig fields (see pynnet-synth-corpus --help)
+
+help_message="Usage: $0 [options] <db-dir> <data-dir>
+ e.g.: $0 --train-hours 1 --nj 2 db data
+Options:
+  --train-hours <h>     hours of training audio [$train_hours]
+  --dev-minutes <m>     minutes of dev audio [$dev_minutes]
+  --test-minutes <m>    minutes of test audio [$test_minutes]
+  --seed <n>            random seed [$seed]
+  --nj <n>              parallel synthesis processes [$nj]
+  --tiny <true|false>   tiny test preset [$tiny]
+  --snr-db <min:max>    noise SNR range in dB [5:20]
+  --reverb-prob <p>     share of reverberant utterances [0.3]
+  --rate-wpm <min:max>  speaker speaking rates, words/minute [150:250]
+  --lm-sentences <n>    LM training sentences [50000]
+  --synth-config <f>    JSON file of further corpus settings (pynnet-synth-corpus --config)"
+
+. ./path.sh || exit 1
+. utils/parse_options.sh || exit 1
+
+if [ $# -ne 2 ]; then
+  printf "%s\n" "$help_message" >&2
+  exit 1
+fi
+db=$1
+data=$2
+
+opts=(--seed "$seed" --nj "$nj")
+[ -n "$snr_db" ] && opts+=(--snr-db "$snr_db")
+[ -n "$reverb_prob" ] && opts+=(--reverb-prob "$reverb_prob")
+[ -n "$rate_wpm" ] && opts+=(--rate-wpm "$rate_wpm")
+[ -n "$lm_sentences" ] && opts+=(--lm-sentences "$lm_sentences")
+if [ "$tiny" = true ]; then
+  opts+=(--tiny)  # the preset's own sizes
+else
+  opts+=(--train-hours "$train_hours" --dev-minutes "$dev_minutes" --test-minutes "$test_minutes")
+fi
+[ -n "$synth_config" ] && opts+=(--config "$synth_config")
+
+stamp="${opts[*]}"
+if [ -f "$db/.done" ] && [ "$(cat "$db/.done")" = "$stamp" ] &&
+   [ -f "$data/train/wav.scp" ] && [ -f "$data/test/wav.scp" ] && [ -f "$data/dev/wav.scp" ] &&
+   [ -f "$data/local/dict/lexicon.txt" ] && [ -f "$data/local/lm/train.txt" ]; then
+  echo "$0: $db and $data are up to date (options: $stamp); nothing to do"
+  exit 0
+fi
+
+mkdir -p "$db" "$data" || exit 1
+rm -f "$db/.done"
+echo "$0: synthesising into $db (options: $stamp)"
+start=$(date +%s)
+pynnet-synth-corpus "${opts[@]}" "$db" "$data" > "$db/summary.json" || {
+  echo "$0: pynnet-synth-corpus failed" >&2; exit 1; }
+echo "$stamp" > "$db/.done"
+for x in train dev test; do
+  if command -v validate_data_dir.sh >/dev/null 2>&1; then
+    validate_data_dir.sh --no-feats "$data/$x" >/dev/null || {
+      echo "$0: $data/$x does not validate" >&2; exit 1; }
+  fi
+  echo "$0: $data/$x: $(wc -l < "$data/$x/utt2spk") utterances, $(wc -l < "$data/$x/spk2utt") speakers"
+done
+echo "$0: done in $(( $(date +%s) - start )) s; summary in $db/summary.json"
