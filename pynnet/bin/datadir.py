@@ -1,0 +1,345 @@
+"""Data-directory programs behind utils/*data*.sh, split_scp.pl, filter_scp.pl and the
+utt2spk/spk2utt converters (Kaldi argument conventions)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pynnet.bin._cli import cli
+from pynnet.io import datadir as D
+from pynnet.io.atomic import atomic_write
+from pynnet.io.errors import PynnetError, fail
+from pynnet.io.tables import read_table_lines
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is a one-line error and exit 1, like every other user mistake."""
+
+    def error(self, message: str) -> "NoReturn":  # noqa: F821
+        raise PynnetError(f"{message}; usage: {self.format_usage().strip().removeprefix('usage: ')}")
+
+
+def _say(prog: str, msgs: list[str], warn: bool = False) -> None:
+    for m in msgs:
+        print(f"{'WARNING' if warn else 'LOG'} ({prog}): {m}", file=sys.stderr)
+
+
+@cli
+def validate_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="validate_data_dir.sh", description="Check a Kaldi data dir (utils/validate_data_dir.sh).")
+    p.add_argument("--no-feats", action="store_true", help="feats.scp need not exist (checked if it does)")
+    p.add_argument("--no-text", action="store_true", help="text need not exist (checked if it does)")
+    p.add_argument("--no-wav", action="store_true", help="wav.scp need not exist (checked if it does)")
+    p.add_argument("--no-spk-sort", action="store_true",
+                   help="do not require utt2spk to be sorted by speaker-id as well as by utterance-id")
+    p.add_argument("data")
+    a = p.parse_args(argv)
+    warnings = D.validate_data_dir(a.data, no_feats=a.no_feats, no_text=a.no_text, no_wav=a.no_wav,
+                                   no_spk_sort=a.no_spk_sort)
+    _say("validate_data_dir.sh", warnings, warn=True)
+    print(f"validate_data_dir.sh: Successfully validated data-directory {a.data}", file=sys.stderr)
+    return 0
+
+
+@cli
+def fix_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="fix_data_dir.sh",
+                description="Keep the utterances common to all files, drop orphans, sort; backs up to <data>/.backup.")
+    p.add_argument("data")
+    a = p.parse_args(argv)
+    _say("fix_data_dir.sh", D.fix_data_dir(a.data))
+    return 0
+
+
+def _positive_int(s: str, what: str) -> int:
+    if not s.isdigit() or int(s) <= 0:
+        fail(f"{what} must be a positive integer, got '{s}'")
+    return int(s)
+
+
+SUBSET_USAGE = ("subset_data_dir.sh [--first|--last|--shortest|--random|--speakers|--per-spk] [--seed S] "
+                "<srcdir> <num> <destdir>\n"
+                "   or: subset_data_dir.sh --utt-list <list> <srcdir> <destdir>   (also: --utt-list <srcdir> <list> <destdir>)\n"
+                "   or: subset_data_dir.sh --spk-list <list> <srcdir> <destdir>\n"
+                "Without a mode flag, <num> utterances are taken evenly spaced through the data (as Kaldi does).")
+
+
+@cli
+def subset_main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    mode, seed, list_file = "evenly", 0, None
+    flags = {"--first": "first", "--last": "last", "--shortest": "shortest", "--random": "random_n",
+             "--speakers": "speakers", "--per-spk": "per_spk"}
+    pos: list[str] = []
+    while args:
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            print("usage: " + SUBSET_USAGE, file=sys.stderr)
+            return 0
+        if a in flags:
+            mode = flags[a]
+        elif a in ("--utt-list", "--spk-list"):
+            if not args:
+                fail(f"{a} needs a file; usage: {SUBSET_USAGE}")
+            mode = a[2:].replace("-", "_")
+            list_file = args.pop(0)
+        elif a == "--seed":
+            if not args or not args[0].lstrip("-").isdigit():
+                fail("--seed needs an integer")
+            seed = int(args.pop(0))
+        elif a.startswith("--"):
+            fail(f"unknown option {a}; usage: {SUBSET_USAGE}")
+        else:
+            pos.append(a)
+    if mode in ("utt_list", "spk_list"):
+        # Kaldi form: --utt-list LIST src dest.  The brief's form: --utt-list src LIST dest.
+        if len(pos) == 2 and os.path.isdir(list_file) and not os.path.isdir(pos[0]):
+            list_file, pos = pos[0], [list_file, pos[1]]
+        if len(pos) != 2:
+            fail(f"expected <srcdir> <destdir> after --{mode.replace('_', '-')} <list>; usage: {SUBSET_USAGE}")
+        src, dest = pos
+        dd = D.load_data_dir(src, strict=True, prog="subset_data_dir.sh")
+        out = D.subset(dd, **{mode: list_file})
+    else:
+        if len(pos) != 3:
+            fail(f"expected <srcdir> <num> <destdir>, got {len(pos)} arguments; usage: {SUBSET_USAGE}")
+        src, num, dest = pos
+        n = _positive_int(num, "<num>")
+        dd = D.load_data_dir(src, strict=True, prog="subset_data_dir.sh")
+        out = D.subset(dd, seed=seed, **{mode: n})
+    if os.path.abspath(src) == os.path.abspath(dest):
+        fail("source and destination are the same directory", dest)
+    D.write_data_dir(out, dest)
+    print(f"subset_data_dir.sh: created subset of {src} in {dest} ({len(out.utt2spk)} utterances, "
+          f"{len(out.speakers)} speakers)", file=sys.stderr)
+    return 0
+
+
+@cli
+def split_data_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="split_data.sh", description="Split a data dir by speaker into <data>/split<N>/<1..N>.")
+    p.add_argument("--per-utt", action="store_true", help="split by utterance into <data>/split<N>utt/ "
+                                                          "(a speaker may be in several parts)")
+    p.add_argument("data")
+    p.add_argument("num_to_split")
+    a = p.parse_args(argv)
+    D.split_data_dir(a.data, _positive_int(a.num_to_split, "<num-to-split>"), per_utt=a.per_utt)
+    return 0
+
+
+@cli
+def combine_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="combine_data.sh", description="Combine data dirs into one (utils/combine_data.sh).")
+    p.add_argument("--skip-fix", default="false", choices=["true", "false"],
+                   help="do not run fix_data_dir on the result")
+    p.add_argument("dest")
+    p.add_argument("src", nargs="+")
+    a = p.parse_args(argv)
+    for s in a.src:
+        if os.path.abspath(s) == os.path.abspath(a.dest):
+            fail("destination is also a source", a.dest)
+    dirs = [D.load_data_dir(s, strict=True, prog="combine_data.sh") for s in a.src]
+    out, notes = D.combine(dirs, a.dest)
+    _say("combine_data.sh", notes, warn=True)
+    if a.skip_fix == "false":
+        out, fix_notes = D.fix(out)
+        _say("combine_data.sh", fix_notes)
+    D.write_data_dir(out, a.dest)
+    print(f"combine_data.sh: combined {len(a.src)} data dirs into {a.dest} ({len(out.utt2spk)} utterances)",
+          file=sys.stderr)
+    return 0
+
+
+@cli
+def copy_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="copy_data_dir.sh", description="Copy a data dir, optionally renaming utterances/speakers.")
+    for o in ("--utt-prefix", "--utt-suffix", "--spk-prefix", "--spk-suffix"):
+        p.add_argument(o, default="")
+    p.add_argument("--validate-opts", default="--no-feats --no-text")
+    p.add_argument("src")
+    p.add_argument("dest")
+    a = p.parse_args(argv)
+    if os.path.abspath(a.src) == os.path.abspath(a.dest):
+        fail("source and destination are the same directory", a.dest)
+    dd = D.load_data_dir(a.src, strict=True, prog="copy_data_dir.sh")
+    out = D.copy_with_prefix(dd, a.dest, a.utt_prefix, a.utt_suffix, a.spk_prefix, a.spk_suffix)
+    D.write_data_dir(out, a.dest)
+    vopts = {o: True for o in ("no_feats", "no_text", "no_wav", "no_spk_sort")
+             if f"--{o.replace('_', '-')}" in a.validate_opts.split()}
+    _say("copy_data_dir.sh", D.validate_data_dir(a.dest, **vopts), warn=True)
+    print(f"copy_data_dir.sh: copied data from {a.src} to {a.dest}", file=sys.stderr)
+    return 0
+
+
+def _open_out(path: str | None):
+    return atomic_write(path) if path and path != "-" else _Stdout()
+
+
+class _Stdout:
+    def __enter__(self):
+        return sys.stdout
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        return False
+
+
+def _input_path(path: str | None) -> str:
+    return "/dev/stdin" if path in (None, "-") else path
+
+
+@cli
+def utt2spk_to_spk2utt_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="utt2spk_to_spk2utt.pl", description="utt2spk (file or stdin) -> spk2utt on stdout.")
+    p.add_argument("utt2spk", nargs="?")
+    a = p.parse_args(argv)
+    src = _input_path(a.utt2spk)
+    pairs = [(k, v) for _, k, v in read_table_lines(src, min_fields=2, max_fields=2, allow_empty=True)]
+    for spk, utts in D.utt2spk_to_spk2utt(pairs):
+        sys.stdout.write(f"{spk} {' '.join(utts)}\n")
+    return 0
+
+
+@cli
+def spk2utt_to_utt2spk_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="spk2utt_to_utt2spk.pl", description="spk2utt (file or stdin) -> utt2spk on stdout.")
+    p.add_argument("spk2utt", nargs="?")
+    a = p.parse_args(argv)
+    src = _input_path(a.spk2utt)
+    pairs = [(k, v) for _, k, v in read_table_lines(src, min_fields=2, allow_empty=True)]
+    for utt, spk in D.spk2utt_to_utt2spk(pairs):
+        sys.stdout.write(f"{utt} {spk}\n")
+    return 0
+
+
+def _raw_lines(path: str) -> list[tuple[int, str, str]]:
+    """(line number, first field, raw line) of a file, blank lines being errors."""
+    out = []
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        fail("no such file", path)
+    with f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                fail("not valid UTF-8", path, n)
+            fields = line.split()
+            if not fields:
+                fail("empty line", path, n)
+            out.append((n, fields[0], line))
+    return out
+
+
+SPLIT_SCP_USAGE = ("split_scp.pl [--utt2spk=<utt2spk>] <in.scp> <out1.scp> ... <outN.scp>\n"
+                   "   or: split_scp.pl -j <num-jobs> <job-id> [--one-based] [--utt2spk=<utt2spk>] <in.scp> [<out.scp>]\n"
+                   " (job-id counts from 0, or from 1 with --one-based; without <out.scp> the part goes to stdout)")
+
+
+@cli
+def split_scp_main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    num_jobs = job_id = None
+    one_based = False
+    utt2spk_file = None
+    pos: list[str] = []
+    while args:
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            print("usage: " + SPLIT_SCP_USAGE, file=sys.stderr)
+            return 0
+        if a == "-j":
+            if len(args) < 2 or not args[0].isdigit() or not args[1].isdigit():
+                fail(f"-j needs <num-jobs> <job-id>; usage: {SPLIT_SCP_USAGE}")
+            num_jobs, job_id = int(args.pop(0)), int(args.pop(0))
+        elif a == "--one-based":
+            one_based = True
+        elif a.startswith("--utt2spk="):
+            utt2spk_file = a.split("=", 1)[1]
+        elif a == "--utt2spk":
+            if not args:
+                fail("--utt2spk needs a file")
+            utt2spk_file = args.pop(0)
+        elif a.startswith("-") and a != "-":
+            fail(f"unknown option {a}; usage: {SPLIT_SCP_USAGE}")
+        else:
+            pos.append(a)
+    if not pos:
+        fail(f"no input scp; usage: {SPLIT_SCP_USAGE}")
+    in_scp, outs = pos[0], pos[1:]
+    if num_jobs is not None:
+        if num_jobs <= 0:
+            fail(f"-j: number of jobs must be positive, got {num_jobs}")
+        k = job_id - 1 if one_based else job_id
+        if not 0 <= k < num_jobs:
+            fail(f"-j: job-id {job_id} out of range for {num_jobs} jobs{' (--one-based)' if one_based else ''}")
+        if len(outs) > 1:
+            fail(f"with -j give at most one output file; usage: {SPLIT_SCP_USAGE}")
+        n = num_jobs
+    else:
+        if not outs:
+            fail(f"no output files; usage: {SPLIT_SCP_USAGE}")
+        n = len(outs)
+    lines = _raw_lines(_input_path(in_scp))
+    if not lines:
+        fail("file is empty", in_scp)
+    utt2spk = None
+    if utt2spk_file:
+        utt2spk = {k: v for _, k, v in read_table_lines(utt2spk_file, min_fields=2, max_fields=2)}
+    parts = D.split_scp_lines([k for _, k, _ in lines], n, utt2spk,
+                              where=lambda i: (in_scp, lines[i][0]))
+    if num_jobs is not None:
+        with _open_out(outs[0] if outs else None) as f:
+            for i in parts[k]:
+                f.write(lines[i][2] + "\n")
+    else:
+        for out, idx in zip(outs, parts):
+            with _open_out(out) as f:
+                for i in idx:
+                    f.write(lines[i][2] + "\n")
+    return 0
+
+
+FILTER_USAGE = "filter_scp.pl [--exclude] [-f <field>] <id-list> [<in.scp>] > <out.scp>"
+
+
+@cli
+def filter_scp_main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    exclude = False
+    field = 1
+    pos: list[str] = []
+    while args:
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            print("usage: " + FILTER_USAGE + "\nPrints the lines of <in.scp> whose <field>-th field (default 1) "
+                  "is (with --exclude: is not) the first field of a line of <id-list>.", file=sys.stderr)
+            return 0
+        if a == "--exclude":
+            exclude = True
+        elif a == "-f" or a.startswith("--field"):
+            v = a.split("=", 1)[1] if "=" in a else (args.pop(0) if args else "")
+            if not v.lstrip("-").isdigit() or int(v) == 0:
+                fail(f"-f needs a field number (1-based, negative counts from the end), got '{v}'")
+            field = int(v)
+        elif a.startswith("-") and a != "-":
+            fail(f"unknown option {a}; usage: {FILTER_USAGE}")
+        else:
+            pos.append(a)
+    if len(pos) not in (1, 2):
+        fail(f"expected <id-list> [<in.scp>]; usage: {FILTER_USAGE}")
+    ids = {k for _, k, _ in _raw_lines(_input_path(pos[0]))}
+    src = _input_path(pos[1] if len(pos) == 2 else None)
+    if src == "/dev/stdin" and pos[0] in ("-",):
+        fail("id-list and input cannot both be stdin")
+    out = sys.stdout
+    for n, _, line in _raw_lines(src):
+        fields = line.split()
+        if abs(field) > len(fields) or (field > 0 and field > len(fields)):
+            fail(f"line has {len(fields)} fields, cannot select field {field}", pos[1] if len(pos) == 2 else "<stdin>", n)
+        key = fields[field - 1] if field > 0 else fields[field]
+        if (key in ids) != exclude:
+            out.write(line + "\n")
+    return 0

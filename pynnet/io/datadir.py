@@ -1,0 +1,837 @@
+"""Kaldi data directories: load, validate, fix, subset, split, combine, copy.
+
+A data dir holds text tables keyed by utterance (utt2spk, text, feats.scp, segments, utt2dur, ...),
+by speaker (spk2utt, cmvn.scp, spk2gender, ...) or by recording (wav.scp, reco2file_and_channel,
+reco2dur; keyed by utterance when there is no segments file).  The checks follow Kaldi's
+utils/validate_data_dir.sh and the fixes utils/fix_data_dir.sh, so a directory that passes here
+passes there.  Every user mistake is a one-line ``file:line: what`` PynnetError.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+from typing import Callable, Iterable, NamedTuple
+
+from pynnet.io.atomic import atomic_write
+from pynnet.io.errors import fail
+from pynnet.io.tables import read_table_lines
+
+UTT, SPK, RECO = "utt", "spk", "reco"
+
+
+def _positive_float(v: str) -> str | None:
+    try:
+        x = float(v)
+    except ValueError:
+        return f"expected a number, got '{v}'"
+    return None if x > 0 and math.isfinite(x) else f"expected a positive duration, got '{v}'"
+
+
+def _positive_int(v: str) -> str | None:
+    return None if v.isdigit() and int(v) > 0 else f"expected a positive integer, got '{v}'"
+
+
+def _gender(v: str) -> str | None:
+    return None if v in ("m", "f") else f"gender must be 'm' or 'f', got '{v}'"
+
+
+def _warp(v: str) -> str | None:
+    try:
+        x = float(v)
+    except ValueError:
+        return f"expected a warp factor, got '{v}'"
+    return None if 0.5 < x < 1.5 else f"warp factor must be in (0.5, 1.5), got '{v}'"
+
+
+def _channel(v: str) -> str | None:
+    ch = v.split()[-1]
+    return None if ch in ("A", "B", "1") else f"channel must be A or B, got '{ch}'"
+
+
+def _segment(v: str) -> str | None:
+    reco, start, end = v.split()
+    try:
+        s, e = float(start), float(end)
+    except ValueError:
+        return f"start and end times must be numbers, got '{start} {end}'"
+    if not (math.isfinite(s) and math.isfinite(e)):
+        return f"start and end times must be finite, got '{start} {end}'"
+    if s < 0:
+        return f"negative start time {start}"
+    if e <= s:
+        return f"end time {end} is not after start time {start}"
+    return None
+
+
+def _text(v: str) -> str | None:
+    for sym in ("<s>", "</s>", "#0"):
+        if sym in v.split():
+            return f"transcript contains the illegal symbol {sym}"
+    return None
+
+
+def _wav(v: str) -> str | None:
+    return "do not use tilde (~) in wav.scp: fopen does not expand it" if v.startswith("~") else None
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSpec:
+    keyed_by: str
+    min_fields: int
+    max_fields: int | None = None
+    check: Callable[[str], str | None] | None = None
+
+
+# Every table Kaldi's data-dir scripts know about, in the order validate_data_dir.sh checks them.
+FILES: dict[str, FileSpec] = {
+    "utt2spk": FileSpec(UTT, 2, 2),
+    "spk2utt": FileSpec(SPK, 2),
+    "text": FileSpec(UTT, 1, check=_text),
+    "wav.scp": FileSpec(RECO, 2, check=_wav),
+    "segments": FileSpec(UTT, 4, 4, check=_segment),
+    "reco2file_and_channel": FileSpec(RECO, 3, 3, check=_channel),
+    "feats.scp": FileSpec(UTT, 2),
+    "cmvn.scp": FileSpec(SPK, 2),
+    "spk2gender": FileSpec(SPK, 2, 2, check=_gender),
+    "spk2warp": FileSpec(SPK, 2, 2, check=_warp),
+    "utt2warp": FileSpec(UTT, 2, 2, check=_warp),
+    "vad.scp": FileSpec(UTT, 2),
+    "utt2lang": FileSpec(UTT, 2, 2),
+    "utt2uniq": FileSpec(UTT, 2, 2),
+    "utt2dur": FileSpec(UTT, 2, 2, check=_positive_float),
+    "utt2num_frames": FileSpec(UTT, 2, 2, check=_positive_int),
+    "reco2dur": FileSpec(RECO, 2, 2, check=_positive_float),
+}
+# Copied verbatim by copy/subset/split/combine (Kaldi keeps them alongside the tables).
+PLAIN_FILES = ("frame_shift",)
+# Files whose utterance lists fix_data_dir intersects (Kaldi's filter_utts); the other
+# utterance-keyed files are only filtered to the result.
+_INTERSECT_UTT = ("utt2spk", "feats.scp", "text", "segments", "utt2lang")
+
+
+class Segment(NamedTuple):
+    recording: str
+    start: float
+    end: float
+
+
+def _c_sorted(keys: Iterable[str]) -> list[str]:
+    return sorted(keys, key=lambda k: k.encode())
+
+
+def _warn(prog: str, msg: str) -> None:
+    print(f"WARNING ({prog}): {msg}", file=sys.stderr)
+
+
+class DataDir:
+    """An in-memory data dir: ``tables[name] = {key: rest-of-line}`` plus the line each key came
+    from (for error messages).  spk2utt is always derived from utt2spk when written."""
+
+    def __init__(self, path: str, tables: dict[str, dict[str, str]],
+                 lines: dict[str, dict[str, int]] | None = None,
+                 plain: dict[str, bytes] | None = None):
+        self.path = path
+        self.tables = tables
+        self.lines = lines or {}
+        self.plain = plain or {}
+
+    # --- typed views -------------------------------------------------------------------------
+    def has(self, name: str) -> bool:
+        return name in self.tables
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def where(self, name: str, key: str) -> tuple[str, int | None]:
+        """(path, line) of ``key`` in table ``name``, for error messages."""
+        return self.file(name), self.lines.get(name, {}).get(key)
+
+    @property
+    def utt2spk(self) -> dict[str, str]:
+        return self.tables["utt2spk"]
+
+    @property
+    def spk2utt(self) -> dict[str, list[str]]:
+        """Speakers in C order, each with its utterances in C order (derived from utt2spk)."""
+        out: dict[str, list[str]] = {}
+        for utt in _c_sorted(self.utt2spk):
+            out.setdefault(self.utt2spk[utt], []).append(utt)
+        return {s: out[s] for s in _c_sorted(out)}
+
+    @property
+    def utts(self) -> list[str]:
+        return _c_sorted(self.utt2spk)
+
+    @property
+    def speakers(self) -> list[str]:
+        return _c_sorted(set(self.utt2spk.values()))
+
+    @property
+    def text(self) -> dict[str, str] | None:
+        return self.tables.get("text")
+
+    @property
+    def wav_scp(self) -> dict[str, str] | None:
+        return self.tables.get("wav.scp")
+
+    @property
+    def feats_scp(self) -> dict[str, str] | None:
+        return self.tables.get("feats.scp")
+
+    @property
+    def cmvn_scp(self) -> dict[str, str] | None:
+        return self.tables.get("cmvn.scp")
+
+    @property
+    def spk2gender(self) -> dict[str, str] | None:
+        return self.tables.get("spk2gender")
+
+    @property
+    def segments(self) -> dict[str, Segment] | None:
+        t = self.tables.get("segments")
+        if t is None:
+            return None
+        out = {}
+        for utt, rest in t.items():
+            reco, start, end = rest.split()
+            out[utt] = Segment(reco, float(start), float(end))
+        return out
+
+    @property
+    def utt2dur(self) -> dict[str, float] | None:
+        t = self.tables.get("utt2dur")
+        return None if t is None else {k: float(v) for k, v in t.items()}
+
+    @property
+    def utt2num_frames(self) -> dict[str, int] | None:
+        t = self.tables.get("utt2num_frames")
+        return None if t is None else {k: int(v) for k, v in t.items()}
+
+    @property
+    def recordings(self) -> list[str]:
+        """Recording ids: those named in segments, or the utterances when there is none."""
+        seg = self.tables.get("segments")
+        if seg is None:
+            return self.utts
+        return _c_sorted({rest.split()[0] for rest in seg.values()})
+
+    def keyed_by(self, name: str) -> str:
+        kind = FILES[name].keyed_by
+        return UTT if kind == RECO and "segments" not in self.tables else kind
+
+    # --- derived data dirs --------------------------------------------------------------------
+    def restrict(self, utts: Iterable[str], path: str | None = None) -> "DataDir":
+        """A data dir with only ``utts`` (which must be in utt2spk), their speakers and recordings."""
+        keep = set(utts)
+        spks = {self.utt2spk[u] for u in keep}
+        recos = keep
+        if "segments" in self.tables:
+            recos = {self.tables["segments"][u].split()[0] for u in keep if u in self.tables["segments"]}
+        tables: dict[str, dict[str, str]] = {}
+        for name, t in self.tables.items():
+            if name == "spk2utt":
+                continue
+            kind = self.keyed_by(name)
+            allowed = keep if kind == UTT else spks if kind == SPK else recos
+            tables[name] = {k: v for k, v in t.items() if k in allowed}
+        return DataDir(path or self.path, tables, plain=dict(self.plain))
+
+    def utt_durations(self) -> dict[str, float]:
+        """Length of each utterance, for --shortest: utt2num_frames (frames), else utt2dur,
+        else segment lengths (seconds)."""
+        if "utt2num_frames" in self.tables:
+            return {k: float(v) for k, v in self.utt2num_frames.items()}
+        if "utt2dur" in self.tables:
+            return dict(self.utt2dur)
+        if "segments" in self.tables:
+            return {u: s.end - s.start for u, s in self.segments.items()}
+        fail("need utt2num_frames, utt2dur or segments to find the shortest utterances "
+             "(run utils/data/get_utt2dur.sh)", self.path)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def _read_file(path: str, name: str, strict: bool, prog: str) -> tuple[dict[str, str], dict[str, int]]:
+    spec = FILES[name]
+    table: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    prev: bytes | None = None
+    for n, key, rest in read_table_lines(path, min_fields=spec.min_fields, max_fields=spec.max_fields):
+        if spec.check is not None:
+            msg = spec.check(rest)
+            if msg is not None:
+                fail(msg, path, n)
+        if key in table:
+            if strict:
+                fail(f"duplicate key '{key}' (first on line {lines[key]})", path, n)
+            _warn(prog, f"{path}:{n}: dropping duplicate key '{key}' (keeping line {lines[key]})")
+            continue
+        kb = key.encode()
+        if strict and prev is not None and kb < prev:
+            fail(f"not sorted (LC_ALL=C): '{key}' after '{prev.decode()}' (run utils/fix_data_dir.sh)",
+                 path, n)
+        prev = kb
+        table[key] = rest
+        lines[key] = n
+    if name == "reco2file_and_channel" and any(v.split()[-1] == "1" for v in table.values()):
+        _warn(prog, f"{path}: the channel should be marked A or B, not 1")
+    return table, lines
+
+
+def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "datadir") -> DataDir:
+    """Read every known table in ``path``.  ``strict``: unsorted files and duplicate keys are
+    errors (validate); otherwise duplicates are dropped with a warning (fix).  Malformed lines
+    are always errors.  Needs utt2spk (or, when not strict, spk2utt to derive it from)."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        fail("no such data directory", path)
+    tables: dict[str, dict[str, str]] = {}
+    lines: dict[str, dict[str, int]] = {}
+    for name in FILES:
+        f = os.path.join(path, name)
+        if os.path.exists(f):
+            tables[name], lines[name] = _read_file(f, name, strict, prog)
+    if "utt2spk" not in tables:
+        if strict or "spk2utt" not in tables:
+            fail("no such file (every data dir needs utt2spk)", os.path.join(path, "utt2spk"))
+        tables["utt2spk"], lines["utt2spk"] = _utt2spk_from_spk2utt(
+            tables["spk2utt"], lines["spk2utt"], os.path.join(path, "spk2utt"))
+    plain = {}
+    for name in PLAIN_FILES:
+        f = os.path.join(path, name)
+        if os.path.isfile(f):
+            with open(f, "rb") as fh:
+                plain[name] = fh.read()
+    return DataDir(path, tables, lines, plain)
+
+
+def _utt2spk_from_spk2utt(spk2utt: dict[str, str], lines: dict[str, int], path: str
+                          ) -> tuple[dict[str, str], dict[str, int]]:
+    u2s: dict[str, str] = {}
+    u2l: dict[str, int] = {}
+    for spk, rest in spk2utt.items():
+        for utt in rest.split():
+            if utt in u2s:
+                fail(f"utterance '{utt}' is listed under speakers '{u2s[utt]}' and '{spk}'", path, lines[spk])
+            u2s[utt] = spk
+            u2l[utt] = lines[spk]
+    return u2s, u2l
+
+
+# --- validation ------------------------------------------------------------------------------
+
+def _check_same_keys(dd: DataDir, name: str, ref_name: str, ref_keys: dict[str, object] | list[str],
+                     what: str, ref_where: Callable[[str], tuple[str, int | None]] | None = None) -> None:
+    """Table ``name`` must have exactly the keys of the reference; report the first difference
+    with its file and line."""
+    table = dd.tables[name]
+    ref = set(ref_keys)
+    for key in table:
+        if key not in ref:
+            fail(f"{what} '{key}' is not in {ref_name}", *dd.where(name, key))
+    for key in ref_keys:
+        if key not in table:
+            path, line = ref_where(key) if ref_where else dd.where(ref_name, key)
+            fail(f"{what} '{key}' has no entry in {name}", path, line)
+
+
+def validate(dd: DataDir, *, no_feats: bool = False, no_text: bool = False, no_wav: bool = False,
+             no_spk_sort: bool = False) -> list[str]:
+    """Check a strictly loaded data dir as Kaldi's validate_data_dir.sh does.  Raises on the
+    first error; returns the warnings (one speaker, speaker-ids that are not prefixes, ...)."""
+    warnings: list[str] = []
+    u2s = dd.utt2spk
+    if "spk2utt" not in dd.tables:
+        fail("no such file", dd.file("spk2utt"))
+
+    # utt2spk must also be sorted when sorted on speaker-id (Kaldi: `sort -k2 utt2spk | cmp`),
+    # else splitting by speaker breaks; speaker-id prefixes of utterance-ids guarantee it.
+    if not no_spk_sort:
+        prev: tuple[bytes, bytes] | None = None
+        for utt, spk in u2s.items():
+            cur = (spk.encode(), f"{utt} {spk}".encode())
+            if prev is not None and cur < prev:
+                fail(f"utt2spk is not sorted when sorted on speaker-id: '{utt} {spk}' comes after speaker "
+                     f"'{prev[0].decode()}' (make speaker-ids prefixes of utterance-ids, or use --no-spk-sort)",
+                     *dd.where("utt2spk", utt))
+            prev = cur
+    not_prefix = [u for u, s in u2s.items() if not u.startswith(s)]
+    if not_prefix:
+        u = not_prefix[0]
+        warnings.append(f"{len(not_prefix)} of {len(u2s)} utterance-ids do not start with their speaker-id "
+                        f"(e.g. '{u}' of speaker '{u2s[u]}'); Kaldi recommends speaker-id prefixes")
+
+    # spk2utt must be exactly what utt2spk_to_spk2utt.pl makes of utt2spk.
+    seen: set[str] = set()
+    for spk, rest in dd.tables["spk2utt"].items():
+        path, line = dd.where("spk2utt", spk)
+        for utt in rest.split():
+            if utt in seen:
+                fail(f"utterance '{utt}' listed twice", path, line)
+            seen.add(utt)
+            if utt not in u2s:
+                fail(f"utterance '{utt}' is not in utt2spk", path, line)
+            if u2s[utt] != spk:
+                fail(f"utterance '{utt}' is listed under speaker '{spk}' but utt2spk says '{u2s[utt]}'", path, line)
+    for utt, spk in u2s.items():
+        if utt not in seen:
+            fail(f"utterance '{utt}' of speaker '{spk}' is missing from spk2utt", *dd.where("utt2spk", utt))
+    expected = {}
+    for utt, spk in u2s.items():
+        expected.setdefault(spk, []).append(utt)
+    for spk, rest in dd.tables["spk2utt"].items():
+        if rest.split() != expected[spk]:
+            fail(f"utterances of speaker '{spk}' are not in the order of utt2spk", *dd.where("spk2utt", spk))
+    if len(dd.tables["spk2utt"]) == 1:
+        warnings.append("you have only one speaker; this is probably a bad idea (see 'bold' in "
+                        "http://kaldi-asr.org/doc/data_prep.html)")
+
+    utts = list(u2s)
+    spks = list(dd.tables["spk2utt"])
+    for name, flag, opt in (("text", no_text, "--no-text"), ("wav.scp", no_wav, "--no-wav"),
+                            ("feats.scp", no_feats, "--no-feats")):
+        if name not in dd.tables and not flag:
+            fail(f"no such file (if this is by design, specify {opt})", dd.file(name))
+    if "segments" in dd.tables and "wav.scp" not in dd.tables:
+        fail("segments file exists but there is no wav.scp", dd.file("segments"))
+
+    for name in ("text", "feats.scp", "vad.scp", "utt2lang", "utt2uniq", "utt2warp", "utt2dur",
+                 "utt2num_frames", "segments"):
+        if name in dd.tables:
+            _check_same_keys(dd, name, "utt2spk", utts, "utterance")
+    if "wav.scp" in dd.tables:
+        recos = dd.recordings
+        what = "recording" if "segments" in dd.tables else "utterance"
+        if "segments" in dd.tables:
+            first_seg: dict[str, str] = {}
+            for utt, rest in dd.tables["segments"].items():
+                first_seg.setdefault(rest.split()[0], utt)
+            seg_where = lambda reco: dd.where("segments", first_seg[reco])  # noqa: E731
+            for utt, rest in dd.tables["segments"].items():
+                reco = rest.split()[0]
+                if reco not in dd.tables["wav.scp"]:
+                    fail(f"recording '{reco}' is not in wav.scp", *dd.where("segments", utt))
+            for reco in dd.tables["wav.scp"]:
+                if reco not in first_seg:
+                    fail(f"recording '{reco}' has no segments", *dd.where("wav.scp", reco))
+            ref_name = "segments"
+        else:
+            seg_where = None
+            ref_name = "utt2spk"
+            _check_same_keys(dd, "wav.scp", "utt2spk", utts, "utterance")
+        for name in ("reco2file_and_channel", "reco2dur"):
+            if name in dd.tables:
+                _check_same_keys(dd, name, ref_name, recos, what, seg_where)
+    for name in ("cmvn.scp", "spk2gender", "spk2warp"):
+        if name in dd.tables:
+            _check_same_keys(dd, name, "spk2utt", spks, "speaker")
+    return warnings
+
+
+def validate_data_dir(path: str | os.PathLike, **opts: bool) -> list[str]:
+    """Load ``path`` strictly and validate it; returns the warnings."""
+    return validate(load_data_dir(path, strict=True, prog="validate_data_dir"), **opts)
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+def write_data_dir(dd: DataDir, dest: str | os.PathLike) -> None:
+    """Write all tables of ``dd`` (C-sorted, spk2utt from utt2spk) into ``dest``.  Each file is
+    written atomically; known data-dir files in ``dest`` that ``dd`` lacks are removed, so no
+    stale feats.scp or segments survive from an earlier run."""
+    dest = os.fspath(dest)
+    os.makedirs(dest, exist_ok=True)
+    out = {name: t for name, t in dd.tables.items() if name != "spk2utt"}
+    for name, t in out.items():
+        _write_sorted(os.path.join(dest, name), t)
+    with atomic_write(os.path.join(dest, "spk2utt")) as f:
+        for spk, us in dd.spk2utt.items():
+            f.write(f"{spk} {' '.join(us)}\n")
+    for name, data in dd.plain.items():
+        with atomic_write(os.path.join(dest, name), "wb") as f:
+            f.write(data)
+    for name in list(FILES) + list(PLAIN_FILES):
+        if name not in out and name != "spk2utt" and name not in dd.plain:
+            p = os.path.join(dest, name)
+            if os.path.isfile(p):
+                os.unlink(p)
+
+
+def _write_sorted(path: str, table: dict[str, str]) -> None:
+    with atomic_write(path) as f:
+        for k in _c_sorted(table):
+            v = table[k]
+            f.write(f"{k} {v}\n" if v != "" else f"{k}\n")
+
+
+# --- fix -------------------------------------------------------------------------------------
+
+def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
+    """Kaldi's fix_data_dir.sh in memory: keep the utterances present in utt2spk, text,
+    feats.scp, segments (or wav.scp without segments) and utt2lang; keep speakers that have
+    utterances (and cmvn/spk2gender entries, when those files exist); keep recordings that have
+    segments and audio.  Returns the fixed dir and notes for the user."""
+    notes: list[str] = []
+    t = dd.tables
+    n_before = len(t["utt2spk"])
+    seg = t.get("segments")
+    recos: set[str] | None = None
+    if seg is not None:
+        recos = {v.split()[0] for v in seg.values()}
+        for name in ("wav.scp", "reco2file_and_channel", "reco2dur"):
+            if name in t:
+                recos &= set(t[name])
+    utts = set(t["utt2spk"])
+    for name in _INTERSECT_UTT:
+        if name in t:
+            utts &= set(t[name])
+    if seg is None:
+        for name in ("wav.scp", "reco2dur"):
+            if name in t:
+                utts &= set(t[name])
+    else:
+        utts = {u for u in utts if seg[u].split()[0] in recos}
+    # Speakers without cmvn.scp / spk2gender entries are dropped with their utterances (Kaldi).
+    spks = {t["utt2spk"][u] for u in utts}
+    for name in ("cmvn.scp", "spk2gender", "spk2warp"):
+        if name in t:
+            spks &= set(t[name])
+    utts = {u for u in utts if t["utt2spk"][u] in spks}
+    if not utts:
+        fail("no utterances remained: not proceeding further (are the utterance-ids in utt2spk, "
+             "text, feats.scp and wav.scp/segments the same?)", dd.path)
+    out = dd.restrict(utts)
+    for name in ("utt2dur", "utt2num_frames", "utt2uniq", "vad.scp", "utt2warp"):
+        if name in out.tables and len(out.tables[name]) < len(utts):
+            notes.append(f"{name} lacks {len(utts) - len(out.tables[name])} of the kept utterances; "
+                         f"re-create it")
+    # The one thing we cannot fix: speaker-ids that sort differently from utterance-ids.
+    u2s = out.utt2spk
+    order = out.utts
+    by_spk = sorted(order, key=lambda u: (u2s[u].encode(), f"{u} {u2s[u]}".encode()))
+    if by_spk != order:
+        bad = next(u for u, v in zip(order, by_spk) if u != v)
+        fail(f"utt2spk is not sorted when sorted on speaker-id (first at utterance '{bad}' of speaker "
+             f"'{u2s[bad]}'): fix this yourself by making speaker-ids prefixes of utterance-ids",
+             *dd.where("utt2spk", bad))
+    notes.insert(0, f"kept {len(utts)} utterances out of {n_before}")
+    return out, notes
+
+
+def fix_data_dir(path: str | os.PathLike) -> list[str]:
+    """Fix ``path`` in place, first copying every table to ``path/.backup/`` as Kaldi does."""
+    path = os.fspath(path)
+    dd = load_data_dir(path, strict=False, prog="fix_data_dir")
+    fixed, notes = fix(dd)
+    backup = os.path.join(path, ".backup")
+    os.makedirs(backup, exist_ok=True)
+    for name in FILES:
+        src = os.path.join(path, name)
+        if os.path.isfile(src):
+            shutil.copy2(src, os.path.join(backup, name))
+    write_data_dir(fixed, path)
+    notes.append(f"old files are kept in {backup}")
+    return notes
+
+
+# --- subset ----------------------------------------------------------------------------------
+
+def evenly_spaced(items: list[str], n: int) -> list[str]:
+    """``n`` items spread evenly through ``items`` (Kaldi subset_scp.pl: avoids taking them all
+    from a few speakers)."""
+    m = len(items)
+    return [items[(2 * i + 1) * m // (2 * n)] for i in range(n)]
+
+
+def subset(dd: DataDir, *, first: int | None = None, last: int | None = None,
+           shortest: int | None = None, random_n: int | None = None, evenly: int | None = None,
+           speakers: int | None = None, per_spk: int | None = None, utt_list: str | None = None,
+           spk_list: str | None = None, seed: int = 0) -> DataDir:
+    """Select utterances by exactly one criterion (Kaldi subset_data_dir.sh modes)."""
+    modes = {k: v for k, v in dict(first=first, last=last, shortest=shortest, random_n=random_n,
+                                   evenly=evenly, speakers=speakers, per_spk=per_spk,
+                                   utt_list=utt_list, spk_list=spk_list).items() if v is not None}
+    if len(modes) != 1:
+        fail(f"subset needs exactly one selection mode, got {sorted(modes) or 'none'}")
+    (mode, arg), = modes.items()
+    utts = dd.utts
+    if mode in ("first", "last", "shortest", "random_n", "evenly"):
+        if not isinstance(arg, int) or arg <= 0:
+            fail(f"number of utterances must be a positive integer, got '{arg}'")
+        if arg > len(utts):
+            fail(f"cannot subset to {arg} utterances: the data dir has only {len(utts)}", dd.file("utt2spk"))
+    if mode == "first":
+        keep = utts[:arg]
+    elif mode == "last":
+        keep = utts[-arg:]
+    elif mode == "evenly":
+        keep = evenly_spaced(utts, arg)
+    elif mode == "random_n":
+        keep = random.Random(seed).sample(utts, arg)
+    elif mode == "shortest":
+        dur = dd.utt_durations()
+        missing = [u for u in utts if u not in dur]
+        if missing:
+            fail(f"utterance '{missing[0]}' has no length (incomplete utt2dur/utt2num_frames/segments)", dd.path)
+        keep = sorted(utts, key=lambda u: (dur[u], u.encode()))[:arg]
+    elif mode == "per_spk":
+        if arg <= 0:
+            fail(f"--per-spk needs a positive number, got {arg}")
+        keep = [u for us in dd.spk2utt.values() for u in us[:arg]]
+    elif mode == "speakers":
+        # Random speakers (fixed seed) until the utterance count reaches ``arg`` (Kaldi --speakers).
+        if arg <= 0 or arg > len(utts):
+            fail(f"cannot subset to {arg} utterances: the data dir has only {len(utts)}", dd.file("utt2spk"))
+        s2u = dd.spk2utt
+        spks = list(s2u)
+        random.Random(seed).shuffle(spks)
+        keep, total = [], 0
+        for s in spks:
+            if total >= arg:
+                break
+            keep.extend(s2u[s])
+            total += len(s2u[s])
+    elif mode == "utt_list":
+        wanted = _read_id_list(arg)
+        keep = [u for u in wanted if u in dd.utt2spk]
+        if len(keep) < len(wanted):
+            miss = [u for u in wanted if u not in dd.utt2spk]
+            _warn("subset_data_dir", f"{len(miss)} of {len(wanted)} utterances in {arg} are not in "
+                                     f"{dd.path} (e.g. '{miss[0]}')")
+    else:  # spk_list
+        wanted = _read_id_list(arg)
+        s2u = dd.spk2utt
+        keep = [u for s in wanted if s in s2u for u in s2u[s]]
+        miss = [s for s in wanted if s not in s2u]
+        if miss:
+            _warn("subset_data_dir", f"{len(miss)} of {len(wanted)} speakers in {arg} are not in "
+                                     f"{dd.path} (e.g. '{miss[0]}')")
+    if not keep:
+        fail("the subset is empty", dd.path)
+    return dd.restrict(keep)
+
+
+def _read_id_list(path: str) -> list[str]:
+    """First field of each line of a list file (utterance or speaker ids)."""
+    seen: dict[str, int] = {}
+    for n, key, _ in read_table_lines(path, min_fields=1):
+        if key in seen:
+            fail(f"duplicate id '{key}' (first on line {seen[key]})", path, n)
+        seen[key] = n
+    return list(seen)
+
+
+# --- split -----------------------------------------------------------------------------------
+
+def split_counts(sizes: list[int], n: int) -> list[int]:
+    """Cut a sequence of groups (their sizes in items) into ``n`` contiguous non-empty parts
+    with item counts as even as possible; returns the number of groups in each part."""
+    if len(sizes) < n:
+        raise ValueError(f"{len(sizes)} groups cannot make {n} non-empty parts")
+    if all(sz == 1 for sz in sizes):
+        # plain lines: the first (M mod N) parts get one extra, as Kaldi's split_scp.pl does
+        q, r = divmod(len(sizes), n)
+        return [q + 1 if k < r else q for k in range(n)]
+    total = sum(sizes)
+    parts: list[int] = []
+    i = 0
+    done = 0
+    for k in range(n):
+        remaining_parts = n - k
+        if remaining_parts == 1:
+            parts.append(len(sizes) - i)
+            break
+        target = total * (k + 1) / n
+        j = i + 1  # at least one group in this part
+        acc = done + sizes[i]
+        # take more groups while that gets closer to the target and leaves enough for the rest
+        while len(sizes) - j > remaining_parts - 1 and abs(acc + sizes[j] - target) <= abs(acc - target):
+            acc += sizes[j]
+            j += 1
+        parts.append(j - i)
+        done = acc
+        i = j
+    return parts
+
+
+def split_by_speaker(dd: DataDir, n: int) -> list[list[str]]:
+    """Utterance lists of ``n`` parts, no speaker in two parts (Kaldi split_data.sh)."""
+    s2u = dd.spk2utt
+    spks = list(s2u)
+    if len(spks) < n:
+        fail(f"cannot split into {n} parts: there are only {len(spks)} speakers (use --per-utt, or fewer jobs)",
+             dd.file("spk2utt"))
+    counts = split_counts([len(s2u[s]) for s in spks], n)
+    out, i = [], 0
+    for c in counts:
+        out.append([u for s in spks[i:i + c] for u in s2u[s]])
+        i += c
+    return out
+
+
+def split_by_utt(dd: DataDir, n: int) -> list[list[str]]:
+    utts = dd.utts
+    if len(utts) < n:
+        fail(f"cannot split into {n} parts: there are only {len(utts)} utterances", dd.file("utt2spk"))
+    counts = split_counts([1] * len(utts), n)
+    out, i = [], 0
+    for c in counts:
+        out.append(utts[i:i + c])
+        i += c
+    return out
+
+
+def split_data_dir(path: str | os.PathLike, n: int, per_utt: bool = False) -> str:
+    """Write ``<path>/split<n>[utt]/<1..n>/`` (Kaldi split_data.sh); returns the split dir.
+    The new split dir replaces an old one only when complete."""
+    path = os.fspath(path)
+    if n <= 0:
+        fail(f"number of splits must be positive, got {n}")
+    dd = load_data_dir(path, strict=True, prog="split_data")
+    parts = split_by_utt(dd, n) if per_utt else split_by_speaker(dd, n)
+    final = os.path.join(path, f"split{n}{'utt' if per_utt else ''}")
+    tmp = tempfile.mkdtemp(dir=path, prefix=f".split{n}.")
+    try:
+        for k, utts in enumerate(parts, 1):
+            write_data_dir(dd.restrict(utts), os.path.join(tmp, str(k)))
+        if os.path.isdir(final):
+            old = tempfile.mkdtemp(dir=path, prefix=f".old_split{n}.")
+            os.rename(final, os.path.join(old, "x"))
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+# --- combine and copy ------------------------------------------------------------------------
+
+def combine(dirs: list[DataDir], dest: str, prog: str = "combine_data") -> tuple[DataDir, list[str]]:
+    """Union of data dirs (Kaldi combine_data.sh).  A table is kept only if every source has it,
+    except segments: sources without one get whole-recording segments from utt2dur.  An
+    utterance in two sources is an error."""
+    notes: list[str] = []
+    if not dirs:
+        fail("nothing to combine")
+    if any(d.has("segments") for d in dirs):
+        with_seg = []
+        for d in dirs:
+            if not d.has("segments"):
+                if not d.has("utt2dur"):
+                    fail("has no segments file and no utt2dur to make one from (run utils/data/get_utt2dur.sh)", d.path)
+                d = DataDir(d.path, dict(d.tables), d.lines, d.plain)
+                d.tables["segments"] = {u: f"{u} 0 {v}" for u, v in d.tables["utt2dur"].items()}
+                notes.append(f"made segments for {d.path} from its utt2dur")
+            with_seg.append(d)
+        dirs = with_seg
+    names = [n for n in FILES if n != "spk2utt" and any(d.has(n) for d in dirs)]
+    tables: dict[str, dict[str, str]] = {}
+    origin: dict[str, dict[str, DataDir]] = {}
+    for name in names:
+        have = [d for d in dirs if d.has(name)]
+        if len(have) < len(dirs):
+            notes.append(f"not combining {name}: {len(dirs) - len(have)} of {len(dirs)} sources lack it")
+            continue
+        t: dict[str, str] = {}
+        o: dict[str, DataDir] = {}
+        for d in dirs:
+            for k, v in d.tables[name].items():
+                if k in t:
+                    kind = d.keyed_by(name)
+                    if kind == UTT:
+                        fail(f"utterance '{k}' is also in {o[k].path}", *d.where(name, k))
+                    if t[k] != v and kind == RECO:
+                        fail(f"recording '{k}' is also in {o[k].path} with a different value", *d.where(name, k))
+                    if t[k] != v:
+                        notes.append(f"speaker '{k}' has different {name} entries; keeping the one from {o[k].path}")
+                    continue
+                t[k] = v
+                o[k] = d
+        tables[name] = t
+        origin[name] = o
+    plain = {}
+    for name in PLAIN_FILES:
+        vals = {d.plain.get(name) for d in dirs}
+        if len(vals) == 1 and None not in vals:
+            plain[name] = vals.pop()
+    return DataDir(dest, tables, plain=plain), notes
+
+
+def copy_with_prefix(dd: DataDir, dest: str, utt_prefix: str = "", utt_suffix: str = "",
+                     spk_prefix: str = "", spk_suffix: str = "") -> DataDir:
+    """Kaldi copy_data_dir.sh: rename utterances and speakers; recording ids stay unless the
+    recordings are the utterances (no segments)."""
+    umap = lambda u: f"{utt_prefix}{u}{utt_suffix}"  # noqa: E731
+    smap = lambda s: f"{spk_prefix}{s}{spk_suffix}"  # noqa: E731
+    tables: dict[str, dict[str, str]] = {}
+    for name, t in dd.tables.items():
+        if name == "spk2utt":
+            continue
+        kind = dd.keyed_by(name)
+        f = umap if kind == UTT else smap if kind == SPK else (lambda r: r)
+        new = {f(k): v for k, v in t.items()}
+        if name == "utt2spk":
+            new = {umap(k): smap(v) for k, v in t.items()}
+        tables[name] = new
+    return DataDir(dest, tables, plain=dict(dd.plain))
+
+
+# --- scp helpers (split_scp.pl, filter_scp.pl, utt2spk <-> spk2utt) --------------------------
+
+def utt2spk_to_spk2utt(lines: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """Speakers in order of first appearance, utterances in input order (utt2spk_to_spk2utt.pl)."""
+    out: dict[str, list[str]] = {}
+    for utt, spk in lines:
+        out.setdefault(spk, []).append(utt)
+    return list(out.items())
+
+
+def spk2utt_to_utt2spk(lines: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(utt, spk) for each utterance of each ``spk utt1 utt2 ...`` line (spk2utt_to_utt2spk.pl)."""
+    return [(utt, spk) for spk, rest in lines for utt in rest.split()]
+
+
+def split_scp_lines(keys: list[str], n: int, utt2spk: dict[str, str] | None = None,
+                    where: Callable[[int], tuple[str, int]] | None = None) -> list[list[int]]:
+    """Indices of the lines of each of ``n`` contiguous parts (Kaldi split_scp.pl).  With
+    ``utt2spk`` no speaker is cut across parts (its lines must be contiguous)."""
+    where = where or (lambda i: ("<input>", i + 1))
+    if utt2spk is None:
+        if len(keys) < n:
+            fail(f"refusing to split: {len(keys)} lines is fewer than the {n} output files", where(0)[0])
+        counts = split_counts([1] * len(keys), n)
+        groups = [[i] for i in range(len(keys))]
+    else:
+        groups = []
+        spk_of_group: list[str] = []
+        done: set[str] = set()
+        for i, key in enumerate(keys):
+            if key not in utt2spk:
+                fail(f"'{key}' has no speaker in utt2spk", *where(i))
+            spk = utt2spk[key]
+            if spk_of_group and spk_of_group[-1] == spk:
+                groups[-1].append(i)
+                continue
+            if spk in done:
+                fail(f"lines of speaker '{spk}' are not contiguous (sort by speaker, e.g. make speaker-ids "
+                     f"prefixes of utterance-ids)", *where(i))
+            if spk_of_group:
+                done.add(spk_of_group[-1])
+            groups.append([i])
+            spk_of_group.append(spk)
+        if len(groups) < n:
+            fail(f"refusing to split: {len(groups)} speakers is fewer than the {n} output files", where(0)[0])
+        counts = split_counts([len(g) for g in groups], n)
+    out, g = [], 0
+    for c in counts:
+        out.append([i for grp in groups[g:g + c] for i in grp])
+        g += c
+    return out

@@ -1,0 +1,463 @@
+"""Data-dir tools (pynnet.io.datadir and utils/*data*.sh, split_scp.pl, filter_scp.pl, ...) on
+generated data dirs, good and bad.  Bad input must give exactly one line `file:line: what`."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pynnet.io import datadir as D
+from pynnet.io.errors import PynnetError
+
+TOP = Path(__file__).resolve().parents[1]
+UTILS = TOP / "utils"
+ENV = dict(os.environ, LC_ALL="C", PATH=f"{UTILS}:{TOP / 'tools/venv/bin'}:{os.environ['PATH']}")
+
+
+def sh(*args, cwd=None, input=None):
+    return subprocess.run([str(a) for a in args], cwd=cwd, env=ENV, capture_output=True, text=True, input=input)
+
+
+def write(path: Path, lines: list[str]) -> None:
+    path.write_text("".join(line + "\n" for line in lines))
+
+
+def make_dir(path: Path, spks=("spkA", "spkB", "spkC"), per_spk=3, feats=True, cmvn=True,
+             segments=False, extra=True) -> Path:
+    """A valid Kaldi data dir: speaker-prefixed utterance ids, utterance k of a speaker lasting
+    k*0.5 + (speaker index)*0.1 seconds."""
+    path.mkdir(parents=True, exist_ok=True)
+    utts = [(f"{s}-u{k}", s, (k * 0.5 + i * 0.1)) for i, s in enumerate(spks) for k in range(1, per_spk + 1)]
+    utts.sort(key=lambda x: x[0].encode())
+    write(path / "utt2spk", [f"{u} {s}" for u, s, _ in utts])
+    write(path / "spk2utt", [f"{s} " + " ".join(u for u, t, _ in utts if t == s) for s in sorted(spks)])
+    write(path / "text", [f"{u} HELLO WORLD {u.upper()}" for u, _, _ in utts])
+    if segments:
+        # one recording per speaker, utterances back to back
+        write(path / "wav.scp", [f"{s}-rec /corpus/{s}.wav" for s in sorted(spks)])
+        segs, t = [], {}
+        for u, s, d in utts:
+            st = t.get(s, 0.0)
+            segs.append(f"{u} {s}-rec {st:.2f} {st + d:.2f}")
+            t[s] = st + d
+        write(path / "segments", segs)
+        write(path / "reco2file_and_channel", [f"{s}-rec {s} A" for s in sorted(spks)])
+    else:
+        write(path / "wav.scp", [f"{u} sox /corpus/{u}.flac -t wav - |" for u, _, _ in utts])
+    if feats:
+        write(path / "feats.scp", [f"{u} /feats/raw.1.ark:{10 * i + 7}" for i, (u, _, _) in enumerate(utts)])
+    if cmvn:
+        write(path / "cmvn.scp", [f"{s} /feats/cmvn.ark:{i}" for i, s in enumerate(sorted(spks))])
+    if extra:
+        write(path / "utt2dur", [f"{u} {d:.2f}" for u, _, d in utts])
+        write(path / "utt2num_frames", [f"{u} {int(d * 100) - 2}" for u, _, d in utts])
+        write(path / "spk2gender", [f"{s} {'mf'[i % 2]}" for i, s in enumerate(sorted(spks))])
+    return path
+
+
+def read(p: Path) -> list[str]:
+    return p.read_text().splitlines()
+
+
+def keys(p: Path) -> list[str]:
+    return [ln.split()[0] for ln in read(p)]
+
+
+def error_line(r) -> str:
+    """The single error line of a failed run (and check there is exactly one)."""
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("ERROR")]
+    assert len(errs) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    return errs[0]
+
+
+# --- validate ---------------------------------------------------------------------------------
+
+def test_validate_good_dirs(tmp_path):
+    d = make_dir(tmp_path / "d")
+    r = sh(UTILS / "validate_data_dir.sh", d)
+    assert r.returncode == 0, r.stderr
+    assert f"Successfully validated data-directory {d}" in r.stderr
+    s = make_dir(tmp_path / "s", segments=True)
+    assert sh(UTILS / "validate_data_dir.sh", s).returncode == 0
+    dd = D.load_data_dir(s)
+    assert dd.segments["spkA-u2"] == D.Segment("spkA-rec", 0.5, 1.5)
+    assert dd.recordings == ["spkA-rec", "spkB-rec", "spkC-rec"]
+    assert dd.spk2utt["spkB"] == ["spkB-u1", "spkB-u2", "spkB-u3"]
+    assert dd.utt2num_frames["spkA-u1"] == 48
+    assert dd.utt2dur["spkC-u1"] == pytest.approx(0.7)
+
+
+def test_validate_optional_files_and_warnings(tmp_path):
+    d = make_dir(tmp_path / "d", spks=("s1",), feats=False, cmvn=False)
+    r = sh(UTILS / "validate_data_dir.sh", d)
+    assert error_line(r) == f"ERROR (pynnet-validate-data-dir): {d}/feats.scp: no such file (if this is by design, specify --no-feats)"
+    r = sh(UTILS / "validate_data_dir.sh", "--no-feats", d)
+    assert r.returncode == 0
+    assert "you have only one speaker" in r.stderr
+    (d / "text").unlink()
+    assert "specify --no-text" in error_line(sh(UTILS / "validate_data_dir.sh", "--no-feats", d))
+    assert sh(UTILS / "validate_data_dir.sh", "--no-feats", "--no-text", d).returncode == 0
+    # speaker-id not a prefix of the utterance-id: a warning only, as in Kaldi
+    e = tmp_path / "e"
+    e.mkdir()
+    write(e / "utt2spk", ["a1 x", "a2 x", "b1 y"])
+    write(e / "spk2utt", ["x a1 a2", "y b1"])
+    r = sh(UTILS / "validate_data_dir.sh", "--no-feats", "--no-text", "--no-wav", e)
+    assert r.returncode == 0, r.stderr
+    assert "3 of 3 utterance-ids do not start with their speaker-id" in r.stderr
+
+
+def test_validate_usage(tmp_path):
+    r = sh(UTILS / "validate_data_dir.sh")
+    assert r.returncode == 1 and "Usage:" in r.stderr
+    r = sh(UTILS / "validate_data_dir.sh", "--bogus", tmp_path)
+    assert r.returncode == 1 and "unknown option --bogus" in r.stderr
+    r = sh(UTILS / "validate_data_dir.sh", tmp_path / "nope")
+    assert r.returncode == 1 and "no such directory" in r.stderr
+
+
+def _corrupt(d: Path, name: str, fn) -> None:
+    lines = read(d / name) if (d / name).exists() else []
+    write(d / name, fn(lines))
+
+
+BAD_INPUTS = [
+    # (file to corrupt, how, expected "file:line: what" suffix after the dir path)
+    ("utt2spk", lambda L: [L[1], L[0]] + L[2:], "utt2spk:2: not sorted (LC_ALL=C): 'spkA-u1' after 'spkA-u2' (run utils/fix_data_dir.sh)"),
+    ("text", lambda L: L[:2] + [L[1]] + L[2:], "text:3: duplicate key 'spkA-u2' (first on line 2)"),
+    ("utt2spk", lambda L: L[:3] + ["spkB-u1"] + L[4:], "utt2spk:4: expected at least 2 fields, got 1: 'spkB-u1'"),
+    ("utt2spk", lambda L: L[:3] + ["spkB-u1 spkB extra"] + L[4:], "utt2spk:4: expected at most 2 fields, got 3: 'spkB-u1 spkB extra'"),
+    ("text", lambda L: [], "text: file is empty"),
+    ("text", lambda L: L[:4] + [""] + L[4:], "text:5: empty line"),
+    ("spk2utt", lambda L: [L[0], "spkB spkB-u1 spkB-u2", L[2]], "utt2spk:6: utterance 'spkB-u3' of speaker 'spkB' is missing from spk2utt"),
+    ("spk2utt", lambda L: [L[0], "spkB spkB-u1 spkB-u2 spkB-u3 spkC-u1", L[2]], "spk2utt:2: utterance 'spkC-u1' is listed under speaker 'spkB' but utt2spk says 'spkC'"),
+    ("spk2utt", lambda L: L[:2], "utt2spk:7: utterance 'spkC-u1' of speaker 'spkC' is missing from spk2utt"),
+    ("text", lambda L: L[:3] + ["spkA-u4 EXTRA"] + L[3:], "text:4: utterance 'spkA-u4' is not in utt2spk"),
+    ("text", lambda L: L[:8], "utt2spk:9: utterance 'spkC-u3' has no entry in text"),
+    ("feats.scp", lambda L: L[1:], "utt2spk:1: utterance 'spkA-u1' has no entry in feats.scp"),
+    ("wav.scp", lambda L: L[:4] + L[5:], "utt2spk:5: utterance 'spkB-u2' has no entry in wav.scp"),
+    ("cmvn.scp", lambda L: L[:2], "spk2utt:3: speaker 'spkC' has no entry in cmvn.scp"),
+    ("cmvn.scp", lambda L: L + ["spkD /x.ark:1"], "cmvn.scp:4: speaker 'spkD' is not in spk2utt"),
+    ("spk2gender", lambda L: ["spkA male"] + L[1:], "spk2gender:1: gender must be 'm' or 'f', got 'male'"),
+    ("utt2dur", lambda L: L[:2] + ["spkA-u3 0"] + L[3:], "utt2dur:3: expected a positive duration, got '0'"),
+    ("utt2num_frames", lambda L: ["spkA-u1 12.5"] + L[1:], "utt2num_frames:1: expected a positive integer, got '12.5'"),
+    ("text", lambda L: ["spkA-u1 <s> HELLO"] + L[1:], "text:1: transcript contains the illegal symbol <s>"),
+    ("wav.scp", lambda L: ["spkA-u1 ~/a.wav"] + L[1:], "wav.scp:1: do not use tilde (~) in wav.scp: fopen does not expand it"),
+]
+
+
+@pytest.mark.parametrize("name,how,expected", BAD_INPUTS, ids=[e[2].split(":")[0] + ":" + e[2].split(":")[1] + "-" + str(i) for i, e in enumerate(BAD_INPUTS)])
+def test_validate_bad_inputs(tmp_path, name, how, expected):
+    d = make_dir(tmp_path / "d")
+    _corrupt(d, name, how)
+    assert error_line(sh(UTILS / "validate_data_dir.sh", d)) == f"ERROR (pynnet-validate-data-dir): {d}/{expected}"
+
+
+def test_validate_speaker_sort(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    # sorted by utterance but not by speaker: splitting by speaker would break
+    write(d / "utt2spk", ["a1 s2", "a2 s1", "a3 s2"])
+    write(d / "spk2utt", ["s1 a2", "s2 a1 a3"])
+    r = sh(UTILS / "validate_data_dir.sh", "--no-feats", "--no-text", "--no-wav", d)
+    assert error_line(r).startswith(f"ERROR (pynnet-validate-data-dir): {d}/utt2spk:2: utt2spk is not sorted when sorted on speaker-id")
+    assert sh(UTILS / "validate_data_dir.sh", "--no-feats", "--no-text", "--no-wav", "--no-spk-sort", d).returncode == 0
+
+
+BAD_SEGMENTS = [
+    (lambda L: L[:1] + ["spkA-u2 spkA-rec 1.5 0.5"] + L[2:], "segments:2: end time 0.5 is not after start time 1.5"),
+    (lambda L: L[:1] + ["spkA-u2 spkA-rec -0.1 0.5"] + L[2:], "segments:2: negative start time -0.1"),
+    (lambda L: L[:1] + ["spkA-u2 spkA-rec x 0.5"] + L[2:], "segments:2: start and end times must be numbers, got 'x 0.5'"),
+    (lambda L: L[:1] + ["spkA-u2 spkA-rec 0.5"] + L[2:], "segments:2: expected at least 4 fields, got 3: 'spkA-u2 spkA-rec 0.5'"),
+    (lambda L: L[:4] + ["spkB-u2 spkZ-rec 0.6 1.6"] + L[5:], "segments:5: recording 'spkZ-rec' is not in wav.scp"),
+]
+
+
+@pytest.mark.parametrize("how,expected", BAD_SEGMENTS)
+def test_validate_bad_segments(tmp_path, how, expected):
+    d = make_dir(tmp_path / "d", segments=True)
+    _corrupt(d, "segments", how)
+    assert error_line(sh(UTILS / "validate_data_dir.sh", d)) == f"ERROR (pynnet-validate-data-dir): {d}/{expected}"
+
+
+def test_validate_segments_cross_checks(tmp_path):
+    d = make_dir(tmp_path / "d", segments=True)
+    _corrupt(d, "wav.scp", lambda L: L + ["spkD-rec /corpus/spkD.wav"])
+    assert error_line(sh(UTILS / "validate_data_dir.sh", d)).endswith(f"{d}/wav.scp:4: recording 'spkD-rec' has no segments")
+    d = make_dir(tmp_path / "e", segments=True)
+    _corrupt(d, "reco2file_and_channel", lambda L: L[:2])
+    assert error_line(sh(UTILS / "validate_data_dir.sh", d)).endswith(
+        f"{d}/segments:7: recording 'spkC-rec' has no entry in reco2file_and_channel")
+    _corrupt(d, "reco2file_and_channel", lambda L: L + ["spkC-rec spkC X"])
+    assert error_line(sh(UTILS / "validate_data_dir.sh", d)).endswith(
+        f"{d}/reco2file_and_channel:3: channel must be A or B, got 'X'")
+
+
+# --- fix --------------------------------------------------------------------------------------
+
+def test_fix_data_dir(tmp_path):
+    d = make_dir(tmp_path / "d")
+    _corrupt(d, "text", lambda L: [ln for ln in L if not ln.startswith("spkA-u2")][::-1])  # unsorted, one missing
+    _corrupt(d, "feats.scp", lambda L: [ln for ln in L if not ln.startswith("spkB-u3")])
+    _corrupt(d, "cmvn.scp", lambda L: [ln for ln in L if not ln.startswith("spkC")])  # drops all of spkC
+    _corrupt(d, "utt2dur", lambda L: L + [L[0]])  # duplicate key: dropped with a warning
+    before = {p.name: p.read_text() for p in d.iterdir() if p.is_file()}
+    r = sh(UTILS / "fix_data_dir.sh", d)
+    assert r.returncode == 0, r.stderr
+    assert "kept 4 utterances out of 9" in r.stderr
+    assert "dropping duplicate key 'spkA-u1'" in r.stderr
+    assert keys(d / "utt2spk") == ["spkA-u1", "spkA-u3", "spkB-u1", "spkB-u2"]
+    for f in ("text", "feats.scp", "wav.scp", "utt2dur", "utt2num_frames"):
+        assert keys(d / f) == keys(d / "utt2spk"), f
+    assert read(d / "spk2utt") == ["spkA spkA-u1 spkA-u3", "spkB spkB-u1 spkB-u2"]
+    assert keys(d / "cmvn.scp") == keys(d / "spk2gender") == ["spkA", "spkB"]
+    assert {p.name: p.read_text() for p in (d / ".backup").iterdir()} == before
+    assert sh(UTILS / "validate_data_dir.sh", d).returncode == 0
+
+
+def test_fix_data_dir_segments_and_errors(tmp_path):
+    d = make_dir(tmp_path / "d", segments=True)
+    _corrupt(d, "wav.scp", lambda L: L[1:])  # spkA-rec gone: its segments and utterances go too
+    r = sh(UTILS / "fix_data_dir.sh", d)
+    assert r.returncode == 0, r.stderr
+    assert keys(d / "reco2file_and_channel") == ["spkB-rec", "spkC-rec"]
+    assert not any(k.startswith("spkA") for k in keys(d / "utt2spk") + keys(d / "segments") + keys(d / "cmvn.scp"))
+    assert sh(UTILS / "validate_data_dir.sh", d).returncode == 0
+    e = make_dir(tmp_path / "e")
+    write(e / "text", ["other-utt HI"])
+    assert error_line(sh(UTILS / "fix_data_dir.sh", e)).startswith(
+        f"ERROR (pynnet-fix-data-dir): {e}: no utterances remained")
+    # malformed lines are not silently dropped
+    f = make_dir(tmp_path / "f")
+    _corrupt(f, "utt2spk", lambda L: L[:2] + ["spkA-u3"] + L[3:])
+    assert error_line(sh(UTILS / "fix_data_dir.sh", f)) == \
+        f"ERROR (pynnet-fix-data-dir): {f}/utt2spk:3: expected at least 2 fields, got 1: 'spkA-u3'"
+    assert sh(UTILS / "fix_data_dir.sh").returncode == 1
+
+
+def test_fix_derives_utt2spk_from_spk2utt(tmp_path):
+    d = make_dir(tmp_path / "d")
+    (d / "utt2spk").unlink()
+    assert sh(UTILS / "fix_data_dir.sh", d).returncode == 0
+    assert len(read(d / "utt2spk")) == 9
+
+
+# --- subset -----------------------------------------------------------------------------------
+
+def test_subset_modes(tmp_path):
+    d = make_dir(tmp_path / "d")
+    all_utts = keys(d / "utt2spk")
+
+    def subset(*args):
+        dest = tmp_path / f"s{len(list(tmp_path.iterdir()))}"
+        r = sh(UTILS / "subset_data_dir.sh", *args[:-1], args[-1] if args[-1] != "DEST" else dest)
+        assert r.returncode == 0, r.stderr
+        assert sh(UTILS / "validate_data_dir.sh", dest).returncode == 0
+        return dest, keys(dest / "utt2spk")
+
+    assert subset("--first", d, 4, "DEST")[1] == all_utts[:4]
+    assert subset("--last", d, 2, "DEST")[1] == all_utts[-2:]
+    # by utt2num_frames: k*50 + i*10 - 2 -> u1 of A, B, C then u2 of A
+    s, u = subset("--shortest", d, 4, "DEST")
+    assert u == ["spkA-u1", "spkA-u2", "spkB-u1", "spkC-u1"]
+    assert keys(s / "cmvn.scp") == ["spkA", "spkB", "spkC"]
+    assert subset(d, 3, "DEST")[1] == ["spkA-u2", "spkB-u2", "spkC-u2"]  # evenly spaced (Kaldi default)
+    r1 = subset("--random", "--seed", 1, d, 4, "DEST")[1]
+    assert r1 == subset("--random", "--seed", 1, d, 4, "DEST")[1]
+    assert len(r1) == 4 and set(r1) <= set(all_utts)
+    assert any(subset("--random", "--seed", s, d, 4, "DEST")[1] != r1 for s in (2, 3, 4))
+    assert subset("--per-spk", d, 1, "DEST")[1] == ["spkA-u1", "spkB-u1", "spkC-u1"]
+    sp = subset("--speakers", d, 4, "DEST")[1]
+    assert len(sp) == 6 and len({u.split("-")[0] for u in sp}) == 2
+    write(tmp_path / "ulist", ["spkC-u2", "spkA-u1", "nosuch"])
+    s, u = subset("--utt-list", tmp_path / "ulist", d, "DEST")
+    assert u == ["spkA-u1", "spkC-u2"]
+    assert keys(s / "spk2gender") == ["spkA", "spkC"]
+    assert subset("--utt-list", d, tmp_path / "ulist", "DEST")[1] == ["spkA-u1", "spkC-u2"]  # src-first order
+    write(tmp_path / "slist", ["spkB"])
+    assert subset("--spk-list", tmp_path / "slist", d, "DEST")[1] == ["spkB-u1", "spkB-u2", "spkB-u3"]
+
+
+def test_subset_shortest_by_segments_and_utt2dur(tmp_path):
+    d = make_dir(tmp_path / "d", segments=True, extra=False)
+    r = sh(UTILS / "subset_data_dir.sh", "--shortest", d, 2, tmp_path / "s")
+    assert r.returncode == 0, r.stderr
+    assert keys(tmp_path / "s/utt2spk") == ["spkA-u1", "spkB-u1"]
+    assert keys(tmp_path / "s/wav.scp") == ["spkA-rec", "spkB-rec"]
+    assert sh(UTILS / "validate_data_dir.sh", tmp_path / "s").returncode == 0
+    e = make_dir(tmp_path / "e", extra=False)
+    assert "need utt2num_frames, utt2dur or segments" in error_line(
+        sh(UTILS / "subset_data_dir.sh", "--shortest", e, 2, tmp_path / "t"))
+
+
+def test_subset_bad_usage(tmp_path):
+    d = make_dir(tmp_path / "d")
+    assert sh(UTILS / "subset_data_dir.sh", d).returncode == 1
+    assert error_line(sh(UTILS / "subset_data_dir.sh", "--first", d, 10, tmp_path / "x")) == \
+        f"ERROR (pynnet-subset-data-dir): {d}/utt2spk: cannot subset to 10 utterances: the data dir has only 9"
+    assert "must be a positive integer, got 'many'" in error_line(sh(UTILS / "subset_data_dir.sh", d, "many", tmp_path / "x"))
+    write(tmp_path / "ulist", ["spkA-u1", "spkA-u1"])
+    assert error_line(sh(UTILS / "subset_data_dir.sh", "--utt-list", tmp_path / "ulist", d, tmp_path / "x")) == \
+        f"ERROR (pynnet-subset-data-dir): {tmp_path}/ulist:2: duplicate id 'spkA-u1' (first on line 1)"
+    assert not (tmp_path / "x").exists()
+
+
+# --- split ------------------------------------------------------------------------------------
+
+def test_split_data_by_speaker(tmp_path):
+    d = make_dir(tmp_path / "d", spks=("s1", "s2", "s3", "s4", "s5"), per_spk=2)
+    _corrupt(d, "utt2spk", lambda L: L)
+    r = sh(UTILS / "split_data.sh", d, 3)
+    assert r.returncode == 0, r.stderr
+    parts = [d / "split3" / str(k) for k in (1, 2, 3)]
+    spk_sets = [set(keys(p / "spk2utt")) for p in parts]
+    assert set().union(*spk_sets) == {"s1", "s2", "s3", "s4", "s5"}
+    assert sum(len(s) for s in spk_sets) == 5  # no speaker in two parts
+    assert sorted(len(read(p / "utt2spk")) for p in parts) == [2, 4, 4]
+    assert [u for p in parts for u in keys(p / "utt2spk")] == keys(d / "utt2spk")
+    for p in parts:
+        assert sh(UTILS / "validate_data_dir.sh", p).returncode == 0
+        assert keys(p / "cmvn.scp") == keys(p / "spk2utt")
+    # re-splitting replaces the old split
+    assert sh(UTILS / "split_data.sh", d, 3).returncode == 0
+    assert sorted(os.listdir(d / "split3")) == ["1", "2", "3"]
+
+
+def test_split_data_per_utt_and_segments(tmp_path):
+    d = make_dir(tmp_path / "d", segments=True, spks=("a", "b"), per_spk=3)
+    assert sh(UTILS / "split_data.sh", "--per-utt", d, 4).returncode == 0
+    sizes = [len(read(d / "split4utt" / str(k) / "utt2spk")) for k in range(1, 5)]
+    assert sizes == [2, 2, 1, 1]
+    # part 2 = a-u3, b-u1: both recordings and both speakers
+    p2 = d / "split4utt/2"
+    assert keys(p2 / "wav.scp") == ["a-rec", "b-rec"] and keys(p2 / "spk2utt") == ["a", "b"]
+    assert keys(d / "split4utt/1/wav.scp") == ["a-rec"]
+    assert error_line(sh(UTILS / "split_data.sh", d, 3)) == \
+        f"ERROR (pynnet-split-data): {d}/spk2utt: cannot split into 3 parts: there are only 2 speakers (use --per-utt, or fewer jobs)"
+    assert error_line(sh(UTILS / "split_data.sh", d, 0)) == \
+        "ERROR (pynnet-split-data): <num-to-split> must be a positive integer, got '0'"
+    assert sh(UTILS / "split_data.sh", d).returncode == 1
+
+
+def test_split_counts_balance():
+    assert D.split_counts([1] * 10, 3) == [4, 3, 3]
+    assert D.split_counts([5, 1, 1, 1, 1, 1], 2) == [1, 5]
+    assert sum(D.split_counts([3, 1, 4, 1, 5, 9, 2, 6], 4)) == 8
+    assert all(c >= 1 for c in D.split_counts([100, 1, 1], 3))
+
+
+# --- combine, copy ----------------------------------------------------------------------------
+
+def test_combine_and_copy(tmp_path):
+    a = make_dir(tmp_path / "a", spks=("a1", "a2"))
+    r = sh(UTILS / "copy_data_dir.sh", "--utt-prefix", "sp0.9-", "--spk-prefix", "sp0.9-", a, tmp_path / "b")
+    assert r.returncode == 0, r.stderr
+    b = tmp_path / "b"
+    assert keys(b / "utt2spk")[0] == "sp0.9-a1-u1" and read(b / "utt2spk")[0] == "sp0.9-a1-u1 sp0.9-a1"
+    assert keys(b / "cmvn.scp") == ["sp0.9-a1", "sp0.9-a2"] and keys(b / "wav.scp")[0] == "sp0.9-a1-u1"
+    (b / "spk2gender").unlink()  # not in every source: not combined
+    r = sh(UTILS / "combine_data.sh", tmp_path / "c", a, b)
+    assert r.returncode == 0, r.stderr
+    assert "not combining spk2gender" in r.stderr
+    c = tmp_path / "c"
+    assert len(read(c / "utt2spk")) == 12 and not (c / "spk2gender").exists()
+    assert sh(UTILS / "validate_data_dir.sh", c).returncode == 0
+    assert error_line(sh(UTILS / "combine_data.sh", tmp_path / "x", a, a)) == \
+        f"ERROR (pynnet-combine-data): {a}/utt2spk:1: utterance 'a1-u1' is also in {a}"
+    assert sh(UTILS / "combine_data.sh", tmp_path / "x").returncode == 1
+
+
+def test_combine_segments_with_plain(tmp_path):
+    s = make_dir(tmp_path / "s", segments=True, spks=("r1",))
+    p = make_dir(tmp_path / "p", spks=("r2",))
+    r = sh(UTILS / "combine_data.sh", tmp_path / "c", s, p)
+    assert r.returncode == 0, r.stderr
+    c = tmp_path / "c"
+    assert "r2-u2 r2-u2 0 1.00" in read(c / "segments")
+    assert keys(c / "wav.scp") == ["r1-rec", "r2-u1", "r2-u2", "r2-u3"]
+    assert sh(UTILS / "validate_data_dir.sh", c).returncode == 0
+    (p / "utt2dur").unlink()
+    assert "has no segments file and no utt2dur" in error_line(sh(UTILS / "combine_data.sh", tmp_path / "x", s, p))
+
+
+def test_copy_keeps_recordings_with_segments(tmp_path):
+    s = make_dir(tmp_path / "s", segments=True)
+    r = sh(UTILS / "copy_data_dir.sh", "--utt-suffix", "-x", s, tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    assert read(tmp_path / "t/wav.scp") == read(s / "wav.scp")
+    assert read(tmp_path / "t/segments")[0] == "spkA-u1-x spkA-rec 0.00 0.50"
+    assert sh(UTILS / "copy_data_dir.sh", "--bogus", "1", s, tmp_path / "u").returncode == 1
+    assert sh(UTILS / "copy_data_dir.sh", s).returncode == 1
+
+
+# --- scp tools --------------------------------------------------------------------------------
+
+def test_utt2spk_spk2utt_roundtrip(tmp_path):
+    d = make_dir(tmp_path / "d")
+    r = sh(UTILS / "utt2spk_to_spk2utt.pl", d / "utt2spk")
+    assert r.returncode == 0 and r.stdout.splitlines() == read(d / "spk2utt")
+    r = sh(UTILS / "spk2utt_to_utt2spk.pl", input=(d / "spk2utt").read_text())
+    assert r.stdout.splitlines() == read(d / "utt2spk")
+    write(tmp_path / "bad", ["u1 s1", "u2"])
+    assert error_line(sh(UTILS / "utt2spk_to_spk2utt.pl", tmp_path / "bad")) == \
+        f"ERROR (pynnet-utt2spk-to-spk2utt): {tmp_path}/bad:2: expected at least 2 fields, got 1: 'u2'"
+
+
+def test_filter_scp(tmp_path):
+    d = make_dir(tmp_path / "d")
+    write(tmp_path / "ids", ["spkB-u2 whatever", "spkA-u1", "zzz"])
+    r = sh(UTILS / "filter_scp.pl", tmp_path / "ids", d / "text")
+    assert r.stdout.splitlines() == ["spkA-u1 HELLO WORLD SPKA-U1", "spkB-u2 HELLO WORLD SPKB-U2"]
+    r = sh(UTILS / "filter_scp.pl", "--exclude", tmp_path / "ids", d / "text")
+    assert len(r.stdout.splitlines()) == 7 and "spkB-u2" not in r.stdout
+    write(tmp_path / "spks", ["spkC"])
+    r = sh(UTILS / "filter_scp.pl", "-f", 2, tmp_path / "spks", input=(d / "utt2spk").read_text())
+    assert r.stdout.splitlines() == ["spkC-u1 spkC", "spkC-u2 spkC", "spkC-u3 spkC"]
+    assert error_line(sh(UTILS / "filter_scp.pl", "-f", 3, tmp_path / "spks", d / "utt2spk")) == \
+        f"ERROR (pynnet-filter-scp): {d}/utt2spk:1: line has 2 fields, cannot select field 3"
+    assert sh(UTILS / "filter_scp.pl").returncode == 1
+
+
+def test_split_scp(tmp_path):
+    d = make_dir(tmp_path / "d", spks=("s1", "s2", "s3"), per_spk=3)
+    outs = [tmp_path / f"o{k}.scp" for k in range(1, 5)]
+    assert sh(UTILS / "split_scp.pl", d / "wav.scp", *outs).returncode == 0
+    assert [len(read(o)) for o in outs] == [3, 2, 2, 2]
+    assert sum((read(o) for o in outs), []) == read(d / "wav.scp")
+    r = sh(UTILS / "split_scp.pl", f"--utt2spk={d / 'utt2spk'}", d / "wav.scp", *outs[:2])
+    assert r.returncode == 0, r.stderr
+    assert [len(read(o)) for o in outs[:2]] == [6, 3]
+    r0 = sh(UTILS / "split_scp.pl", "-j", 3, 0, d / "wav.scp")
+    r3 = sh(UTILS / "split_scp.pl", "-j", 3, 3, "--one-based", f"--utt2spk={d / 'utt2spk'}", d / "wav.scp")
+    assert r0.stdout.splitlines() == read(d / "wav.scp")[:3]
+    assert [ln.split()[0] for ln in r3.stdout.splitlines()] == ["s3-u1", "s3-u2", "s3-u3"]
+    assert error_line(sh(UTILS / "split_scp.pl", d / "wav.scp", *[tmp_path / f"x{k}" for k in range(10)])) == \
+        f"ERROR (pynnet-split-scp): {d}/wav.scp: refusing to split: 9 lines is fewer than the 10 output files"
+    write(tmp_path / "mixed.scp", ["s1-u1 a", "s2-u1 b", "s1-u2 c"])
+    assert error_line(sh(UTILS / "split_scp.pl", f"--utt2spk={d / 'utt2spk'}", tmp_path / "mixed.scp", *outs[:2])) == \
+        f"ERROR (pynnet-split-scp): {tmp_path}/mixed.scp:3: lines of speaker 's1' are not contiguous (sort by speaker, e.g. make speaker-ids prefixes of utterance-ids)"
+    assert "out of range" in error_line(sh(UTILS / "split_scp.pl", "-j", 3, 3, d / "wav.scp"))
+    assert sh(UTILS / "split_scp.pl", d / "wav.scp").returncode == 1
+
+
+# --- library API ------------------------------------------------------------------------------
+
+def test_library_api(tmp_path):
+    d = make_dir(tmp_path / "d", segments=True)
+    dd = D.load_data_dir(d)
+    assert D.validate(dd) == []
+    sub = D.subset(dd, first=2)
+    assert sub.utts == ["spkA-u1", "spkA-u2"] and sub.recordings == ["spkA-rec"]
+    D.write_data_dir(sub, tmp_path / "sub")
+    assert [w[:26] for w in D.validate_data_dir(tmp_path / "sub")] == ["you have only one speaker;"]
+    parts = D.split_by_speaker(dd, 2)
+    assert sorted(len(p) for p in parts) == [3, 6]
+    with pytest.raises(PynnetError, match="cannot split into 4 parts"):
+        D.split_by_speaker(dd, 4)
+    # writing over a dir removes stale tables the new dir lacks
+    D.write_data_dir(D.DataDir(str(tmp_path / "sub"), {"utt2spk": {"x-1": "x"}}), tmp_path / "sub")
+    assert sorted(os.listdir(tmp_path / "sub")) == ["spk2utt", "utt2spk"]
