@@ -1,0 +1,213 @@
+"""DNN programs: pynnet-nnet-train, pynnet-rbm-train (DBN pretraining), pynnet-nnet-forward,
+pynnet-nnet-info."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pynnet.bin._cli import cli
+from pynnet.io.errors import fail
+
+
+def _bool(v: str) -> bool:
+    if v not in ("true", "false"):
+        raise argparse.ArgumentTypeError("must be true or false")
+    return v == "true"
+
+
+def _apply_cmvn(v: str, data_dir: str) -> bool:
+    if v == "auto":
+        return os.path.exists(os.path.join(data_dir, "cmvn.scp"))
+    return _bool(v)
+
+
+def _parser(prog: str, desc: str) -> argparse.ArgumentParser:
+    class P(argparse.ArgumentParser):
+        def error(self, message):  # one line, exit 1 (Kaldi style)
+            print(f"ERROR ({prog}): {message}\n{self.format_usage().strip()}", file=sys.stderr)
+            sys.exit(1)
+    return P(prog=prog, description=desc)
+
+
+@cli
+def train_main(argv: list[str] | None = None) -> int:
+    from pynnet.nnet.train import TrainConfig, build_and_train
+
+    p = _parser("pynnet-nnet-train", "Cross-entropy DNN training on Kaldi alignments "
+                "(newbob or exponential learning rate, exact resume from <exp-dir>/checkpoint.pt).")
+    p.add_argument("data", help="data dir with feats.scp (and cmvn.scp, utt2spk)")
+    p.add_argument("ali_dir", help="alignment dir with ali.*.gz and final.mdl")
+    p.add_argument("exp_dir")
+    d = TrainConfig()
+    p.add_argument("--optimizer", default=d.optimizer, choices=["ngsgd", "sgd", "adagrad"])
+    p.add_argument("--learn-rate", type=float, default=d.learn_rate)
+    p.add_argument("--momentum", type=float, default=d.momentum)
+    p.add_argument("--minibatch-size", type=int, default=d.minibatch_size)
+    p.add_argument("--schedule", default=d.schedule, choices=["newbob", "exponential"])
+    p.add_argument("--max-epochs", type=int, default=d.max_epochs)
+    p.add_argument("--start-halving-impr", type=float, default=d.start_halving_impr)
+    p.add_argument("--end-halving-impr", type=float, default=d.end_halving_impr)
+    p.add_argument("--halving-factor", type=float, default=d.halving_factor)
+    p.add_argument("--num-epochs", type=int, default=d.num_epochs, help="exponential schedule")
+    p.add_argument("--final-learn-rate", type=float, default=d.final_learn_rate, help="exponential schedule")
+    p.add_argument("--buffer-frames", type=int, default=d.buffer_frames, help="frame randomizer size")
+    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="minibatches")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--nn-depth", type=int, default=6)
+    p.add_argument("--hid-dim", type=int, default=2048)
+    p.add_argument("--activation", default="sigmoid", choices=["sigmoid", "relu", "pnorm"])
+    p.add_argument("--pnorm-group", type=int, default=10)
+    p.add_argument("--splice", type=int, default=5)
+    p.add_argument("--apply-cmvn", default="auto", help="per-speaker mean normalisation: true|false|auto")
+    p.add_argument("--delta-order", type=int, default=0)
+    p.add_argument("--cv-percent", type=float, default=10.0)
+    p.add_argument("--dbn", default="", help="initialise the hidden layers from this DBN (final.dbn)")
+    a = p.parse_args(argv)
+    if a.device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            fail(f"--device {a.device}: CUDA is not available on this machine")
+    elif a.device != "cpu":
+        fail(f"--device must be cpu or cuda[:N], not '{a.device}'")
+    for name in ("learn_rate", "minibatch_size", "max_epochs", "buffer_frames", "checkpoint_every", "hid_dim",
+                 "nn_depth"):
+        if getattr(a, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive")
+    if a.buffer_frames < a.minibatch_size:
+        fail("--buffer-frames must be at least --minibatch-size")
+    cfg = TrainConfig(optimizer=a.optimizer, learn_rate=a.learn_rate, momentum=a.momentum,
+                      minibatch_size=a.minibatch_size, schedule=a.schedule, max_epochs=a.max_epochs,
+                      start_halving_impr=a.start_halving_impr, end_halving_impr=a.end_halving_impr,
+                      halving_factor=a.halving_factor, num_epochs=a.num_epochs,
+                      final_learn_rate=a.final_learn_rate, buffer_frames=a.buffer_frames,
+                      checkpoint_every=a.checkpoint_every, seed=a.seed, device=a.device)
+    build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, hidden_dims=[a.hid_dim] * a.nn_depth,
+                    activation=a.activation, context=a.splice, pnorm_group=a.pnorm_group,
+                    apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
+                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, progress=sys.stderr.isatty())
+    return 0
+
+
+@cli
+def rbm_main(argv: list[str] | None = None) -> int:
+    from pynnet.nnet.rbm import RbmConfig, pretrain_dbn
+
+    p = _parser("pynnet-rbm-train", "DBN pretraining: stacked RBMs trained with CD-1 (Kaldi nnet1 "
+                "pretrain_dbn.sh); writes <dbn-dir>/final.dbn.")
+    p.add_argument("data")
+    p.add_argument("dbn_dir")
+    d = RbmConfig()
+    p.add_argument("--nn-depth", type=int, default=6)
+    p.add_argument("--hid-dim", type=int, default=2048)
+    p.add_argument("--rbm-iter", type=int, default=d.epochs, help="epochs per layer (Gaussian layer: twice)")
+    p.add_argument("--rbm-lrate", type=float, default=d.lr_bb)
+    p.add_argument("--rbm-lrate-low", type=float, default=d.lr_gb)
+    p.add_argument("--rbm-l2penalty", type=float, default=d.l2)
+    p.add_argument("--minibatch-size", type=int, default=d.minibatch_size)
+    p.add_argument("--buffer-frames", type=int, default=d.buffer_frames)
+    p.add_argument("--splice", type=int, default=5)
+    p.add_argument("--apply-cmvn", default="auto")
+    p.add_argument("--delta-order", type=int, default=0)
+    p.add_argument("--seed", type=int, default=d.seed)
+    a = p.parse_args(argv)
+    for name in ("nn_depth", "hid_dim", "rbm_iter", "minibatch_size", "buffer_frames"):
+        if getattr(a, name) <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive")
+    from pynnet.nnet.train import set_threads
+    set_threads()
+    cfg = RbmConfig(minibatch_size=a.minibatch_size, lr_gb=a.rbm_lrate_low, lr_bb=a.rbm_lrate,
+                    epochs=a.rbm_iter, l2=a.rbm_l2penalty, buffer_frames=a.buffer_frames, seed=a.seed)
+    pretrain_dbn(a.data, a.dbn_dir, a.nn_depth, a.hid_dim, cfg, context=a.splice,
+                 apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order)
+    return 0
+
+
+@cli
+def forward_main(argv: list[str] | None = None) -> int:
+    import kaldiio
+    import numpy as np
+    import torch
+
+    from pynnet.nnet.data import add_deltas
+    from pynnet.nnet.model import load_model
+
+    p = _parser("pynnet-nnet-forward", "Forward features through a DNN (Kaldi nnet-forward): "
+                "posteriors, log-posteriors or pseudo-log-likelihoods as a Kaldi matrix archive.")
+    p.add_argument("model")
+    p.add_argument("feats_rspecifier")
+    p.add_argument("out_wspecifier")
+    p.add_argument("--no-softmax", action="store_true", help="output the pre-softmax activations")
+    p.add_argument("--apply-log", action="store_true", help="log of the softmax output")
+    p.add_argument("--prior-subtract", action="store_true",
+                   help="subtract the model's log priors (pseudo-log-likelihoods for decoding)")
+    p.add_argument("--utt2spk", default="", help="needed when the model was trained with per-speaker CMVN")
+    p.add_argument("--cmvn-scp", default="", help="per-speaker CMVN stats (with --utt2spk)")
+    p.add_argument("--device", default="cpu")
+    a = p.parse_args(argv)
+    from pynnet.nnet.train import set_threads
+    set_threads()
+    model = load_model(a.model)
+    model.eval()
+    dev = torch.device(a.device)
+    model.to(dev)
+    pipe = model.input_pipeline
+    spk_of, cmvn_of, mean_cache = {}, {}, {}
+    if pipe.get("apply_cmvn"):
+        if not (a.utt2spk and a.cmvn_scp):
+            fail("the model was trained with per-speaker CMVN: give --utt2spk and --cmvn-scp", a.model)
+        from pynnet.io.tables import read_table_lines
+        spk_of = {k: v for _, k, v in read_table_lines(a.utt2spk)}
+        cmvn_of = {k: v for _, k, v in read_table_lines(a.cmvn_scp)}
+    in_dim = model.arch["input_dim"]
+    n = 0
+    try:
+        reader = kaldiio.ReadHelper(a.feats_rspecifier)
+    except Exception as e:  # noqa: BLE001
+        fail(f"cannot open features '{a.feats_rspecifier}': {e}")
+    with reader, kaldiio.WriteHelper(a.out_wspecifier) as writer:
+        for utt, m in reader:
+            m = np.asarray(m, dtype=np.float32)
+            if pipe.get("apply_cmvn"):
+                spk = spk_of.get(utt)
+                if spk is None:
+                    fail(f"utterance '{utt}' not in utt2spk", a.utt2spk)
+                if spk not in mean_cache:
+                    if spk not in cmvn_of:
+                        fail(f"no CMVN stats for speaker '{spk}'", a.cmvn_scp)
+                    st = np.asarray(kaldiio.load_mat(cmvn_of[spk]), dtype=np.float64)
+                    mean_cache[spk] = st[0, :-1] / st[0, -1]
+                m = (m - mean_cache[spk]).astype(np.float32)
+            m = add_deltas(m, pipe.get("delta_order", 0))
+            if m.shape[1] != in_dim:
+                fail(f"utterance '{utt}': feature dim {m.shape[1]} != model input dim {in_dim}", a.feats_rspecifier)
+            with torch.no_grad():
+                y = model.utterance_logits(torch.from_numpy(m).to(dev))
+                if not a.no_softmax:
+                    y = torch.log_softmax(y, 1) if (a.apply_log or a.prior_subtract) else torch.softmax(y, 1)
+                if a.prior_subtract:
+                    y = y - model.log_priors
+            writer(utt, y.cpu().numpy())
+            n += 1
+    print(f"LOG (pynnet-nnet-forward): processed {n} utterances", file=sys.stderr)
+    if n == 0:
+        fail(f"no utterances in '{a.feats_rspecifier}'")
+    return 0
+
+
+@cli
+def info_main(argv: list[str] | None = None) -> int:
+    from pynnet.nnet.model import load_model_file, model_from_dict
+
+    p = _parser("pynnet-nnet-info", "Print a DNN model's architecture and training history.")
+    p.add_argument("model")
+    a = p.parse_args(argv)
+    obj = load_model_file(a.model)
+    m = model_from_dict(obj)
+    print(f"arch {obj['arch']}")
+    print(f"input-pipeline {obj['input_pipeline']}")
+    print(f"num-params {m.num_params()}")
+    for h in obj.get("history", []):
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in h.items()))
+    return 0

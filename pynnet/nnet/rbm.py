@@ -1,0 +1,221 @@
+"""RBM pretraining of a DBN (Kaldi nnet1 ``steps/nnet/pretrain_dbn.sh``, ``rbm-train-cd1-frmshuff``).
+
+Layer 1 is a Gaussian-Bernoulli RBM on the spliced, globally normalised features (lr 0.01, twice
+the epochs); the layers above are Bernoulli-Bernoulli RBMs (lr 0.4) trained on the previous
+layers' sigmoid outputs, each with its visible bias set from those outputs' mean activation
+(log p/(1-p)). CD-1, minibatch 100, momentum ramped 0.5 -> 0.9 over the layer's first epoch
+(the learning rate is scaled by 1 - momentum, as nnet1 does), L2 0.0002, weights N(0, 0.1).
+
+Files: ``<dir>/<n>.rbm`` after layer n (a rerun skips finished layers), ``<dir>/final.dbn``
+(feature transform + all layers), ``<dir>/log/rbm.json`` (reconstruction error per epoch).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from pynnet.io.atomic import atomic_path, atomic_write
+from pynnet.io.errors import fail
+from pynnet.nnet.data import ChunkLoader, FeatureReader, FrameSet, global_cmvn, log, plan_chunks
+from pynnet.nnet.model import FeatureTransform
+
+DBN_FORMAT = "pynnet-dbn-v1"
+
+
+@dataclass
+class RbmConfig:
+    minibatch_size: int = 100
+    lr_gb: float = 0.01
+    lr_bb: float = 0.4
+    epochs: int = 1                 # per BB layer; the GB layer gets twice as many
+    momentum: float = 0.5
+    momentum_max: float = 0.9
+    l2: float = 0.0002
+    init_std: float = 0.1
+    buffer_frames: int = 32768
+    seed: int = 777
+    device: str = "cpu"
+
+
+class Rbm:
+    def __init__(self, vis: int, hid: int, gaussian: bool, std: float, gen: torch.Generator):
+        self.gaussian = gaussian
+        self.W = torch.randn(hid, vis, generator=gen) * std
+        self.hbias = torch.zeros(hid)
+        self.vbias = torch.zeros(vis)
+
+    def hidden(self, v: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(torch.addmm(self.hbias, v, self.W.t()))
+
+    def to_dict(self) -> dict:
+        return {"W": self.W.cpu(), "hbias": self.hbias.cpu(), "vbias": self.vbias.cpu(),
+                "type": "gb" if self.gaussian else "bb"}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Rbm":
+        r = cls.__new__(cls)
+        r.gaussian = d["type"] == "gb"
+        r.W, r.hbias, r.vbias = d["W"], d["hbias"], d["vbias"]
+        return r
+
+
+def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: RbmConfig,
+               gen: torch.Generator, desc: str) -> list[float]:
+    """Train with CD-1; ``batches(epoch)`` yields visible minibatches. Returns MSE per epoch."""
+    from tqdm import tqdm
+
+    dW, dh, dv = torch.zeros_like(rbm.W), torch.zeros_like(rbm.hbias), torch.zeros_like(rbm.vbias)
+    errs = []
+    seen = 0
+    for ep in range(epochs):
+        sq, n = 0.0, 0
+        bar = tqdm(total=num_frames, desc=f"{desc} epoch {ep + 1}/{epochs}", unit="fr", unit_scale=True,
+                   file=sys.stderr, disable=not sys.stderr.isatty())
+        for v in batches(ep):
+            N = v.shape[0]
+            ramp = min(1.0, seen / max(num_frames, 1))
+            mom = cfg.momentum + (cfg.momentum_max - cfg.momentum) * ramp
+            step = lr * (1.0 - mom)
+            pos_h = rbm.hidden(v)
+            h_sample = (torch.rand(pos_h.shape, generator=gen) < pos_h).to(v.dtype)
+            neg_v = torch.addmm(rbm.vbias, h_sample, rbm.W)
+            if not rbm.gaussian:
+                neg_v = torch.sigmoid(neg_v)
+            neg_h = rbm.hidden(neg_v)
+            gW = (pos_h.t() @ v - neg_h.t() @ neg_v) / N - cfg.l2 * rbm.W
+            dW.mul_(mom).add_(gW, alpha=step)
+            dh.mul_(mom).add_((pos_h - neg_h).mean(0), alpha=step)
+            dv.mul_(mom).add_((v - neg_v).mean(0), alpha=step)
+            rbm.W += dW
+            rbm.hbias += dh
+            rbm.vbias += dv
+            e = float((v - neg_v).pow(2).sum())
+            if not np.isfinite(e):
+                fail(f"{desc}: reconstruction error is not finite (learning rate {lr} too high?)")
+            sq += e
+            n += N
+            seen += N
+            bar.update(N)
+        bar.close()
+        errs.append(sq / max(n, 1))
+        log(f"{desc} epoch {ep + 1}: reconstruction MSE per frame {errs[-1]:.4f}")
+    return errs
+
+
+def _frame_set(data_dir: str, apply_cmvn: bool, delta_order: int) -> FrameSet:
+    reader = FeatureReader(data_dir, apply_cmvn, delta_order)
+    n_file = os.path.join(data_dir, "utt2num_frames")
+    utts = sorted(reader.scp, key=lambda u: u.encode())
+    frames: dict[str, int] = {}
+    if os.path.exists(n_file):
+        from pynnet.io.tables import read_table
+        t = read_table(n_file)
+        frames = {u: int(t[u]) for u in utts if u in t}
+    for u in utts:
+        if u not in frames:
+            frames[u] = reader.read(u).shape[0]
+    targets = {u: np.zeros(frames[u], np.int32) for u in utts}
+    return FrameSet(reader, targets, utts, frames)
+
+
+def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: RbmConfig, *,
+                 context: int = 5, apply_cmvn: bool = False, delta_order: int = 0) -> str:
+    """Train ``nn_depth`` stacked RBMs on the data dir's features; returns the path of final.dbn."""
+    os.makedirs(os.path.join(out_dir, "log"), exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    fs = _frame_set(data_dir, apply_cmvn, delta_order)
+    pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
+    tf_path = os.path.join(out_dir, "feature_transform.pt")
+    in_dim = fs.reader.read(fs.utts[0]).shape[1]
+    transform = FeatureTransform(in_dim, context)
+    if os.path.exists(tf_path):
+        transform.load_state_dict(torch.load(tf_path, map_location="cpu", weights_only=False))
+    else:
+        mean, std = global_cmvn(fs, progress=sys.stderr.isatty())
+        transform.set_global_cmvn(mean, std)
+        with atomic_path(tf_path) as tmp:
+            torch.save(transform.state_dict(), tmp)
+    rbms: list[Rbm] = []
+    report_path = os.path.join(out_dir, "log", "rbm.json")
+    report = json.load(open(report_path)) if os.path.exists(report_path) else {}
+    num_frames = fs.num_frames
+
+    def propagate(x: torch.Tensor) -> torch.Tensor:
+        for r in rbms:
+            x = r.hidden(x)
+        return x
+
+    def batches_for(layer: int):
+        def batches(ep: int):
+            chunks = plan_chunks(fs, 1000 * layer + ep, cfg.seed, cfg.buffer_frames)
+            loader = ChunkLoader(fs, chunks, transform, 0, [cfg.seed, layer, ep])
+            try:
+                for ch in loader:
+                    with torch.no_grad():
+                        x = propagate(ch.x[ch.order])
+                    for i in range(0, x.shape[0], cfg.minibatch_size):
+                        yield x[i:i + cfg.minibatch_size]
+            finally:
+                loader.close()
+        return batches
+
+    vis = transform.output_dim
+    for layer in range(1, nn_depth + 1):
+        path = os.path.join(out_dir, f"{layer}.rbm")
+        if os.path.exists(path):
+            rbms.append(Rbm.from_dict(torch.load(path, map_location="cpu", weights_only=False)))
+            log(f"{path} exists: layer {layer} already trained")
+            vis = hid_dim
+            continue
+        gen = torch.Generator().manual_seed(cfg.seed + layer)
+        gaussian = layer == 1
+        rbm = Rbm(vis, hid_dim, gaussian, cfg.init_std, gen)
+        if not gaussian:
+            # visible bias from the previous layer's mean output: log(p / (1 - p))
+            s, n = torch.zeros(vis, dtype=torch.float64), 0
+            with torch.no_grad():
+                for v in batches_for(layer)(0):
+                    s += v.double().sum(0)
+                    n += v.shape[0]
+                    if n >= 50000:
+                        break
+            p = (s / max(n, 1)).clamp(1e-4, 1 - 1e-4)
+            rbm.vbias = torch.log(p / (1 - p)).float()
+        lr = cfg.lr_gb if gaussian else cfg.lr_bb
+        epochs = cfg.epochs * (2 if gaussian else 1)
+        with torch.no_grad():
+            errs = cd1_epochs(rbm, batches_for(layer), num_frames, epochs, lr, cfg, gen,
+                              f"RBM {layer}/{nn_depth} ({'Gaussian' if gaussian else 'Bernoulli'}-Bernoulli "
+                              f"{vis}x{hid_dim})")
+        with atomic_path(path) as tmp:
+            torch.save(rbm.to_dict(), tmp)
+        report[str(layer)] = {"type": "gb" if gaussian else "bb", "lr": lr, "epochs": epochs,
+                              "reconstruction_mse": errs}
+        with atomic_write(report_path) as f:
+            json.dump(report, f, indent=1)
+        rbms.append(rbm)
+        vis = hid_dim
+    dbn = {"format": DBN_FORMAT, "input_dim": in_dim, "context": context, "input_pipeline": pipeline,
+           "transform": transform.state_dict(), "layers": [r.to_dict() for r in rbms]}
+    final = os.path.join(out_dir, "final.dbn")
+    with atomic_path(final) as tmp:
+        torch.save(dbn, tmp)
+    log(f"wrote {final}: {nn_depth} layers of {hid_dim} units on {transform.output_dim} inputs")
+    return final
+
+
+def load_dbn(path: str) -> dict:
+    if not os.path.exists(path):
+        fail("no such DBN file", path)
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001
+        fail(f"cannot read DBN ({type(e).__name__})", path)
+    if not isinstance(obj, dict) or obj.get("format") != DBN_FORMAT:
+        fail(f"not a pynnet DBN (expected format {DBN_FORMAT})", path)
+    return obj

@@ -1,0 +1,407 @@
+"""DNN cross-entropy training: minibatch loop, newbob / exponential learning rates, CV rejection,
+checkpoints with exact resume, NaN recovery, JSON log and PNG curve.
+
+Exact resume: the checkpoint holds the model, the optimizer (incl. NG-SGD preconditioner state),
+the schedule, the epoch's running sums and the position (epoch, chunk, minibatch). The data order
+is a pure function of (seed, epoch, chunk), so rerunning the same command after ``kill -9``
+continues from the last checkpoint and produces bit-identical results.
+
+Parallel training plugs in through ``Synchronizer``: ``before_update`` sees each minibatch's
+gradient buffers, ``after_update`` runs after each local step (model averaging every K steps),
+``lr_scale`` scales the learning rate (with the number of workers), ``reduce`` sums statistics.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pynnet.io.atomic import atomic_path, atomic_write
+from pynnet.io.errors import fail
+from pynnet.nnet.data import ChunkLoader, FrameSet, log, plan_chunks
+from pynnet.nnet.model import Dnn, model_from_dict, save_model
+from pynnet.nnet.optim import Optimizer, make_optimizer
+
+
+@dataclass
+class TrainConfig:
+    optimizer: str = "ngsgd"          # ngsgd | sgd | adagrad
+    learn_rate: float = 0.008         # per frame (gradients are sums over the minibatch)
+    momentum: float = 0.0             # sgd only
+    minibatch_size: int = 256
+    schedule: str = "newbob"          # newbob | exponential
+    max_epochs: int = 20              # newbob
+    start_halving_impr: float = 0.01
+    end_halving_impr: float = 0.001
+    halving_factor: float = 0.5
+    num_epochs: int = 4               # exponential
+    final_learn_rate: float = 0.0008  # exponential
+    buffer_frames: int = 32768
+    checkpoint_every: int = 1000      # minibatches
+    seed: int = 777
+    device: str = "cpu"
+
+
+# options that may differ between a run and its resumption
+_RESUMABLE_CHANGES = {"device", "checkpoint_every"}
+
+
+class Synchronizer:
+    """Hook between minibatches; the single-worker implementation does nothing."""
+    lr_scale = 1.0
+
+    def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> None:
+        pass
+
+    def after_update(self, step: int, model: Dnn, optimizer: Optimizer) -> None:
+        pass
+
+    def reduce(self, stats: dict[str, float]) -> dict[str, float]:
+        return stats
+
+
+def exponential_lr(initial: float, final: float, epoch: int, num_epochs: int) -> float:
+    """nnet2: lr = i * exp(x * ln(f/i) / n) with x = epoch - 1 and n = num_epochs - 1."""
+    n = max(num_epochs - 1, 1)
+    return initial * math.exp((epoch - 1) * math.log(final / initial) / n)
+
+
+class _Restart(Exception):
+    """A non-finite loss: go back to the last checkpoint (raised out of the epoch loop)."""
+
+
+class Trainer:
+    def __init__(self, exp_dir: str, model: Dnn, tr: FrameSet, cv: FrameSet, cfg: TrainConfig,
+                 sync: Synchronizer | None = None, progress: bool = True, fault_steps: set[int] | None = None):
+        self.dir, self.cfg, self.tr, self.cv = exp_dir, cfg, tr, cv
+        self.sync = sync or Synchronizer()
+        self.progress = progress
+        self.device = torch.device(cfg.device)
+        self.model = model.to(self.device)
+        self.opt = make_optimizer(cfg.optimizer, self.model, cfg.momentum)
+        self.ckpt_path = os.path.join(exp_dir, "checkpoint.pt")
+        self.best_path = os.path.join(exp_dir, "nnet", "best.pt")
+        self.fault_steps = set(fault_steps or ())   # tests: pretend these global steps gave NaN
+        self.st: dict = {}
+
+    # ------------------------------------------------------------ state
+    def _snapshot(self) -> dict:
+        return {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
+                "opt": self.opt.state_dict()}
+
+    def _restore(self, snap: dict) -> None:
+        self.model.load_state_dict(snap["model"])
+        self.opt.load_state_dict(snap["opt"])
+
+    def save_checkpoint(self) -> None:
+        obj = {"cfg": asdict(self.cfg), "state": self.st, **self._snapshot(),
+               "arch": self.model.arch, "input_pipeline": self.model.input_pipeline}
+        with atomic_path(self.ckpt_path) as tmp:
+            torch.save(obj, tmp)
+
+    def load_checkpoint(self) -> bool:
+        if not os.path.exists(self.ckpt_path):
+            return False
+        obj = torch.load(self.ckpt_path, map_location="cpu", weights_only=False)
+        old = obj["cfg"]
+        diff = [k for k, v in asdict(self.cfg).items() if k not in _RESUMABLE_CHANGES and old.get(k) != v]
+        if diff:
+            fail("checkpoint was written with other options (" +
+                 ", ".join(f"{k}: {old.get(k)} now {getattr(self.cfg, k)}" for k in diff) +
+                 "); remove it to start over", self.ckpt_path)
+        self._restore(obj)
+        self.st = obj["state"]
+        return True
+
+    # ------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, fs: FrameSet) -> tuple[float, float]:
+        """Mean cross-entropy and frame accuracy over a FrameSet."""
+        self.model.eval()
+        loss_sum, correct, n = 0.0, 0, 0
+        chunks = plan_chunks(fs, 0, self.cfg.seed, self.cfg.buffer_frames, shuffle=False)
+        loader = ChunkLoader(fs, chunks, self.model.transform, 0, None)
+        try:
+            for ch in loader:
+                x, y = ch.x.to(self.device), ch.y.to(self.device)
+                for i in range(0, len(y), 4096):
+                    out = self.model(x[i:i + 4096])
+                    loss_sum += float(F.cross_entropy(out, y[i:i + 4096], reduction="sum"))
+                    correct += int((out.argmax(1) == y[i:i + 4096]).sum())
+                n += len(y)
+        finally:
+            loader.close()
+        s = self.sync.reduce({"loss": loss_sum, "correct": correct, "frames": n})
+        if s["frames"] == 0:
+            fail("the CV set has no usable frames")
+        return s["loss"] / s["frames"], s["correct"] / s["frames"]
+
+    # ------------------------------------------------------------ one epoch (from a position)
+    def run_epoch(self) -> None:
+        st, cfg = self.st, self.cfg
+        epoch = st["epoch"]
+        chunks = plan_chunks(self.tr, epoch, cfg.seed, cfg.buffer_frames)
+        lr = st["lr"] * self.sync.lr_scale
+        from tqdm import tqdm
+
+        bar = tqdm(total=self.tr.num_frames, initial=st["acc"]["frames"], unit="fr", unit_scale=True,
+                   desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=not self.progress, file=sys.stderr)
+        loader = ChunkLoader(self.tr, chunks, self.model.transform, st["chunk"], [cfg.seed, epoch, 2])
+        self.model.train()
+        t0 = time.time()
+        try:
+            for ch in loader:
+                x, y = ch.x.to(self.device), ch.y.to(self.device)
+                order = ch.order.to(self.device)
+                starts = range(st["batch"] * cfg.minibatch_size, len(y), cfg.minibatch_size)
+                for b, i in enumerate(starts, st["batch"]):
+                    idx = order[i:i + cfg.minibatch_size]
+                    xb, yb = x[idx], y[idx]
+                    out = self.model(xb)
+                    loss = F.cross_entropy(out, yb, reduction="sum")
+                    lv = float(loss.detach())
+                    if st["step"] in self.fault_steps:
+                        self.fault_steps.discard(st["step"])
+                        lv = float("nan")
+                    if not math.isfinite(lv):
+                        raise _Restart(f"epoch {epoch} chunk {ch.index} minibatch {b}")
+                    loss.backward()
+                    self.sync.before_update(st["step"], self.model, self.opt)
+                    self.opt.step(lr)
+                    st["step"] += 1
+                    self.sync.after_update(st["step"], self.model, self.opt)
+                    a = st["acc"]
+                    a["loss"] += lv
+                    a["correct"] += int((out.detach().argmax(1) == yb).sum())
+                    a["frames"] += len(yb)
+                    st["batch"] = b + 1
+                    bar.update(len(yb))
+                    if st["step"] % cfg.checkpoint_every == 0:
+                        a["seconds"] += time.time() - t0
+                        t0 = time.time()
+                        self.save_checkpoint()
+                st["chunk"], st["batch"] = ch.index + 1, 0
+        finally:
+            loader.close()
+            bar.close()
+            st["acc"]["seconds"] += time.time() - t0
+
+    # ------------------------------------------------------------ the schedule
+    def train(self) -> dict:
+        cfg = self.cfg
+        if self.load_checkpoint():
+            st = self.st
+            if st.get("done"):
+                log(f"{self.dir}: training already finished")
+                return st
+            log(f"{self.dir}: resuming from {self.ckpt_path}: epoch {st['epoch']}, "
+                f"chunk {st['chunk']}, minibatch {st['batch']}")
+        else:
+            cv_loss, cv_acc = self.evaluate(self.cv)
+            self.st = st = {"epoch": 1, "chunk": 0, "batch": 0, "step": 0, "lr": cfg.learn_rate,
+                            "halving": False, "best_loss": cv_loss, "done": False, "nan_restarts": 0,
+                            "acc": _zero_acc(),
+                            "history": [{"epoch": 0, "cv_loss": cv_loss, "cv_acc": cv_acc, "lr": cfg.learn_rate}]}
+            log(f"initial CV: loss {cv_loss:.4f} frame accuracy {100 * cv_acc:.2f}%")
+            self._save_best()
+            self.save_checkpoint()
+        while not st["done"]:
+            if cfg.schedule == "exponential":
+                st["lr"] = exponential_lr(cfg.learn_rate, cfg.final_learn_rate, st["epoch"], cfg.num_epochs)
+            try:
+                self.run_epoch()
+            except _Restart as e:
+                self._recover(str(e))
+                st = self.st
+                continue
+            self._end_epoch()
+            self.save_checkpoint()
+        self._write_final()
+        return st
+
+    def _recover(self, where: str) -> None:
+        lr = self.st["lr"]
+        restarts = self.st["nan_restarts"] + 1
+        if restarts > 10:
+            fail(f"non-finite loss at {where}: gave up after 10 restarts with halved learning rates",
+                 self.ckpt_path)
+        self.load_checkpoint()
+        self.st["lr"] = lr * 0.5
+        self.st["nan_restarts"] = restarts
+        log(f"WARNING: non-finite loss at {where}: restored the last checkpoint (epoch {self.st['epoch']}, "
+            f"chunk {self.st['chunk']}, minibatch {self.st['batch']}) and halved the learning rate to {lr * 0.5:.4g}")
+
+    def _end_epoch(self) -> None:
+        st, cfg = self.st, self.cfg
+        a = self.sync.reduce(dict(st["acc"]))
+        tr_loss, tr_acc = a["loss"] / max(a["frames"], 1), a["correct"] / max(a["frames"], 1)
+        cv_loss, cv_acc = self.evaluate(self.cv)
+        rec = {"epoch": st["epoch"], "lr": st["lr"], "train_loss": tr_loss, "train_acc": tr_acc,
+               "cv_loss": cv_loss, "cv_acc": cv_acc, "frames": int(a["frames"]),
+               "frames_per_sec": a["frames"] / max(a["seconds"], 1e-9), "seconds": a["seconds"]}
+        loss_prev = st["best_loss"]
+        if cfg.schedule == "exponential" or cv_loss < loss_prev:
+            rec["accepted"] = True
+            st["best_loss"] = cv_loss
+            self._save_best()
+        else:
+            rec["accepted"] = False
+            self._restore(torch.load(self.best_path, map_location="cpu", weights_only=False))
+        log(f"epoch {st['epoch']}: lr {st['lr']:.4g} train loss {tr_loss:.4f} acc {100 * tr_acc:.2f}% | "
+            f"CV loss {cv_loss:.4f} acc {100 * cv_acc:.2f}% | {rec['frames_per_sec']:.0f} frames/s | "
+            + ("accepted" if rec["accepted"] else "REJECTED (restored the previous model)"))
+        st["history"].append(rec)
+        self._write_log()
+        st["epoch"] += 1
+        st["chunk"], st["batch"], st["acc"] = 0, 0, _zero_acc()
+        if cfg.schedule == "exponential":
+            st["done"] = st["epoch"] > cfg.num_epochs
+            return
+        # nnet1 train_scheduler.sh: stop / start halving on the relative CV improvement
+        rel_impr = (loss_prev - st["best_loss"]) / loss_prev if loss_prev != 0 else 0.0
+        if st["halving"] and rel_impr < cfg.end_halving_impr:
+            log(f"finished: relative CV improvement {rel_impr:.5f} < {cfg.end_halving_impr} while halving")
+            st["done"] = True
+            return
+        if rel_impr < cfg.start_halving_impr:
+            st["halving"] = True
+        if st["halving"]:
+            st["lr"] *= cfg.halving_factor
+        if st["epoch"] > cfg.max_epochs:
+            log(f"finished: reached --max-epochs {cfg.max_epochs}")
+            st["done"] = True
+
+    def _save_best(self) -> None:
+        with atomic_path(self.best_path) as tmp:
+            torch.save(self._snapshot(), tmp)
+
+    def _write_log(self) -> None:
+        hist = self.st["history"]
+        with atomic_write(os.path.join(self.dir, "log", "train.json")) as f:
+            json.dump(hist, f, indent=1)
+        plot_curve(hist, os.path.join(self.dir, "train_curve.png"))
+
+    def _write_final(self) -> None:
+        best = torch.load(self.best_path, map_location="cpu", weights_only=False)
+        final = model_from_dict({"arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
+                                 "state_dict": best["model"]})
+        hist = self.st["history"]
+        save_model(os.path.join(self.dir, "final.nnet"), final, {"history": hist})
+        log(f"{self.dir}/final.nnet: CV loss {self.st['best_loss']:.4f} after {len(hist) - 1} epochs")
+
+
+def _zero_acc() -> dict:
+    return {"loss": 0.0, "correct": 0, "frames": 0, "seconds": 0.0}
+
+
+def plot_curve(history: list[dict], path: str) -> None:
+    """Loss and frame accuracy per epoch (train and CV), PNG via matplotlib's Agg backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ep = [h["epoch"] for h in history if "train_loss" in h]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot([h["epoch"] for h in history], [h["cv_loss"] for h in history], "o-", label="CV")
+    ax1.plot(ep, [h["train_loss"] for h in history if "train_loss" in h], "s-", label="train")
+    ax1.set_xlabel("epoch"), ax1.set_ylabel("cross-entropy per frame"), ax1.legend(), ax1.grid(alpha=.3)
+    ax2.plot([h["epoch"] for h in history], [100 * h["cv_acc"] for h in history], "o-", label="CV")
+    ax2.plot(ep, [100 * h["train_acc"] for h in history if "train_loss" in h], "s-", label="train")
+    ax2.set_xlabel("epoch"), ax2.set_ylabel("frame accuracy (%)"), ax2.legend(), ax2.grid(alpha=.3)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=80)
+    plt.close(fig)
+
+
+def set_threads() -> None:
+    """Torch intra-op threads from OMP_NUM_THREADS (path.sh sets 1 per job)."""
+    n = os.environ.get("OMP_NUM_THREADS")
+    if n and n.isdigit() and int(n) > 0:
+        torch.set_num_threads(int(n))
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % (2 ** 32))
+
+
+# ---------------------------------------------------------------- from data to a trained model
+def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig, *,
+                    hidden_dims: list[int], activation: str = "sigmoid", context: int = 5,
+                    pnorm_group: int = 10, apply_cmvn: bool = False, delta_order: int = 0,
+                    cv_percent: float = 10.0, dbn_path: str | None = None, progress: bool = True,
+                    targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None,
+                    fault_steps: set[int] | None = None) -> dict:
+    """steps/nnet/train.sh in one call: frame sets, initial model (random or DBN; global CMVN and
+    priors from the training data) in ``exp_dir/nnet.init``, then training to ``exp_dir/final.nnet``.
+    Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``."""
+    from pynnet.io.tables import write_table
+    from pynnet.nnet.data import global_cmvn, load_frame_sets, pdf_counts
+    from pynnet.nnet.model import load_model
+
+    set_threads()
+    seed_everything(cfg.seed)
+    os.makedirs(os.path.join(exp_dir, "log"), exist_ok=True)
+    pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
+    if dbn_path:
+        from pynnet.nnet.rbm import load_dbn
+        dbn = load_dbn(dbn_path)
+        if dbn["input_pipeline"] != pipeline:
+            fail(f"the DBN was trained on features with {dbn['input_pipeline']}, not {pipeline}", dbn_path)
+    tr, cv, num_pdfs = load_frame_sets(data_dir, ali_dir, apply_cmvn=apply_cmvn, delta_order=delta_order,
+                                       cv_percent=cv_percent, seed=cfg.seed, targets=targets)
+    log(f"{len(tr.utts)} training utterances ({tr.num_frames} frames), {len(cv.utts)} CV utterances "
+        f"({cv.num_frames} frames), {num_pdfs} pdfs")
+    write_table(os.path.join(exp_dir, "train_utts.list"), [(u, "") for u in tr.utts])
+    write_table(os.path.join(exp_dir, "cv_utts.list"), [(u, "") for u in cv.utts])
+    init_path = os.path.join(exp_dir, "nnet.init")
+    ckpt = os.path.join(exp_dir, "checkpoint.pt")
+    if os.path.exists(ckpt):
+        obj = torch.load(ckpt, map_location="cpu", weights_only=False)
+        model = model_from_dict({"arch": obj["arch"], "input_pipeline": obj["input_pipeline"],
+                                 "state_dict": obj["model"]})
+    elif os.path.exists(init_path):
+        model = load_model(init_path)
+        log(f"using the existing {init_path}")
+    else:
+        first = tr.reader.read(tr.utts[0])
+        in_dim = first.shape[1]
+        if dbn_path:
+            model = dbn_to_dnn(dbn, num_pdfs, cfg.seed)
+            if model.arch["input_dim"] != in_dim:
+                fail(f"the DBN takes {model.arch['input_dim']}-dim features, the data has {in_dim}", dbn_path)
+        else:
+            model = Dnn(in_dim, hidden_dims, num_pdfs, activation, context, pnorm_group, pipeline)
+            model.init_random(cfg.seed)
+            mean, std = global_cmvn(tr, progress=progress)
+            model.transform.set_global_cmvn(mean, std)
+        model.set_priors_from_counts(pdf_counts([tr, cv], num_pdfs))
+        save_model(init_path, model)
+        log(f"wrote {init_path}: {model.num_params()} parameters, "
+            f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
+    if model.arch["output_dim"] != num_pdfs:
+        fail(f"model has {model.arch['output_dim']} outputs but the alignments have {num_pdfs} pdfs", init_path)
+    return Trainer(exp_dir, model, tr, cv, cfg, sync, progress, fault_steps).train()
+
+
+def dbn_to_dnn(dbn: dict, num_pdfs: int, seed: int) -> Dnn:
+    """A sigmoid DNN whose hidden layers are the DBN's RBMs (weights, hidden biases) and whose
+    feature transform is the DBN's; the softmax layer on top starts random."""
+    layers = dbn["layers"]
+    hidden = [int(layer["W"].shape[0]) for layer in layers]
+    model = Dnn(dbn["input_dim"], hidden, num_pdfs, "sigmoid", dbn["context"], input_pipeline=dbn["input_pipeline"])
+    model.init_random(seed)
+    model.transform.load_state_dict(dbn["transform"])
+    with torch.no_grad():
+        for aff, layer in zip(model.affines, layers):
+            aff.wb[:, :-1].copy_(layer["W"])
+            aff.wb[:, -1].copy_(layer["hbias"])
+    return model
