@@ -1,1 +1,126 @@
+"""Features: MFCC/fbank exactly as Kaldi (kaldi-native-fbank), CMVN, deltas, splicing, and the
+reader the GMM and DNN stages use.
 
+    for utt, x in read_features("data/train", cmvn=True, delta_order=2):   # float32 (T, 39)
+        ...
+    feature_dim("data/train", delta_order=2)                               # 39
+
+The pipeline is Kaldi's: ``apply-cmvn --utt2spk=ark:utt2spk scp:cmvn.scp scp:feats.scp ark:- |
+add-deltas ark:- ark:- | splice-feats --left-context=N --right-context=N ark:- ark:-``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+from pynnet.feat.cmvn import acc_cmvn_stats, apply_cmvn, cmvn_stats
+from pynnet.feat.transforms import add_deltas, delta_scales, splice_feats
+from pynnet.io.errors import fail
+
+__all__ = ["read_features", "feature_dim", "transform_features", "apply_cmvn", "cmvn_stats",
+           "acc_cmvn_stats", "add_deltas", "delta_scales", "splice_feats", "FeatureComputer",
+           "default_values"]
+
+
+def __getattr__(name: str):  # lazy: kaldi_native_fbank is only needed to compute features
+    if name in ("FeatureComputer", "default_values"):
+        from pynnet.feat import compute
+        return getattr(compute, name)
+    raise AttributeError(name)
+
+
+def _check_opts(delta_order: int, splice: int) -> None:
+    if delta_order < 0 or delta_order > 3:
+        raise ValueError(f"delta_order must be 0..3, got {delta_order}")
+    if splice < 0:
+        raise ValueError(f"splice must be >= 0, got {splice}")
+
+
+def transform_features(x: np.ndarray, *, stats: np.ndarray | None = None, norm_vars: bool = False,
+                       delta_order: int = 0, splice: int = 0, name: str = "") -> np.ndarray:
+    """CMVN (if ``stats``), then deltas, then splicing ±``splice`` frames; float32 out."""
+    if stats is not None:
+        x = apply_cmvn(x, stats, norm_vars, name=name)
+    else:
+        x = np.asarray(x, dtype=np.float32)
+    if delta_order:
+        x = add_deltas(x, delta_order, 2)
+    if splice:
+        x = splice_feats(x, splice, splice)
+    return x
+
+
+def _feats_scp(data_dir: str) -> str:
+    path = os.path.join(data_dir, "feats.scp")
+    if not os.path.isdir(data_dir):
+        fail("no such data directory", data_dir)
+    if not os.path.exists(path):
+        fail("no feats.scp (run steps/make_mfcc.sh or steps/make_fbank.sh first)", data_dir)
+    return path
+
+
+def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bool = False,
+                  delta_order: int = 0, splice: int = 0) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield (utterance, float32 matrix) in feats.scp order, after per-speaker CMVN from
+    cmvn.scp (stats keyed by the speaker in utt2spk, or by the utterance itself), ``delta_order``
+    deltas (Kaldi window 2) and splicing of ±``splice`` frames (edge frames replicated)."""
+    import kaldiio
+
+    _check_opts(delta_order, splice)
+    data_dir = os.fspath(data_dir)
+    scp = _feats_scp(data_dir)
+    cmvn_stats_of = None
+    utt2spk: dict[str, str] = {}
+    if cmvn:
+        cmvn_scp = os.path.join(data_dir, "cmvn.scp")
+        if not os.path.exists(cmvn_scp):
+            fail("no cmvn.scp (run steps/compute_cmvn_stats.sh first, or read with cmvn=False)", data_dir)
+        try:
+            cmvn_stats_of = kaldiio.load_scp(cmvn_scp)
+        except (ValueError, OSError) as e:
+            fail(f"cannot read: {e}", cmvn_scp)
+        utt2spk_path = os.path.join(data_dir, "utt2spk")
+        if os.path.exists(utt2spk_path):
+            from pynnet.io.tables import read_table
+            utt2spk = read_table(utt2spk_path, min_fields=2, max_fields=2)
+    n = 0
+    try:
+        reader = kaldiio.load_scp_sequential(scp)
+        for utt, mat in reader:
+            n += 1
+            x = np.asarray(mat, dtype=np.float32)
+            if x.ndim != 2:
+                fail(f"entry '{utt}' is not a matrix", scp, n)
+            stats = None
+            if cmvn_stats_of is not None:
+                key = utt2spk.get(utt, utt)
+                if key not in cmvn_stats_of:
+                    key = utt
+                if key not in cmvn_stats_of:
+                    fail(f"no CMVN stats for utterance '{utt}' (speaker '{utt2spk.get(utt, '?')}')",
+                         os.path.join(data_dir, "cmvn.scp"))
+                stats = np.asarray(cmvn_stats_of[key], dtype=np.float64)
+            yield utt, transform_features(x, stats=stats, norm_vars=norm_vars,
+                                          delta_order=delta_order, splice=splice, name=utt)
+    except (FileNotFoundError, EOFError, ValueError) as e:
+        fail(f"cannot read features (entry {n}): {e}", scp, n or None)
+
+
+def feature_dim(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bool = False,
+                delta_order: int = 0, splice: int = 0) -> int:
+    """Dimension of what ``read_features`` yields with the same options (reads one matrix)."""
+    import kaldiio
+
+    _check_opts(delta_order, splice)
+    scp = _feats_scp(os.fspath(data_dir))
+    with open(scp, encoding="utf-8") as f:
+        first = f.readline().split(None, 1)
+    if len(first) != 2:
+        fail("empty or malformed feats.scp", scp, 1)
+    try:
+        base = np.asarray(kaldiio.load_mat(first[1].strip())).shape[1]
+    except (FileNotFoundError, EOFError, ValueError) as e:
+        fail(f"cannot read features: {e}", scp, 1)
+    return base * (delta_order + 1) * (2 * splice + 1)

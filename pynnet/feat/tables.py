@@ -1,0 +1,134 @@
+"""Kaldi r/wspecifiers for matrices (through kaldiio), written atomically.
+
+wspecifiers: ``ark,scp:x.ark,x.scp`` (binary ark + scp with absolute-or-given ark path),
+``ark:x.ark``, ``ark,t:x.txt``, ``ark:-`` (stdout). rspecifiers: ``scp:x.scp``, ``ark:x.ark``,
+``ark:-``, or a bare path ending in .scp/.ark. Integer/real tables (utt2num_frames, utt2dur):
+``ark,t:path`` or a bare path.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO, Iterator
+
+import numpy as np
+
+from pynnet.io.atomic import atomic_path
+from pynnet.io.errors import fail
+
+
+def _split_spec(spec: str) -> tuple[set[str], str]:
+    head, colon, rest = spec.partition(":")
+    if not colon or not head or not set(head.split(",")) <= {"ark", "scp", "t", "b", "f", "nf", "p",
+                                                             "o", "s", "cs", "ns", "no", "b", "e"}:
+        return set(), spec
+    return set(head.split(",")), rest
+
+
+class MatrixWriter:
+    """``with MatrixWriter('ark,scp:a.ark,a.scp') as w: w.write(key, mat)`` — files appear (by
+    rename) only when the block ends without an exception."""
+
+    def __init__(self, wspecifier: str, compress: bool = False) -> None:
+        opts, rest = _split_spec(wspecifier)
+        if "ark" not in opts:
+            fail(f"bad wspecifier '{wspecifier}' (expected ark:FILE or ark,scp:ARK,SCP)")
+        self.text = "t" in opts
+        self.compression = 2 if compress else None   # kaldiio/Kaldi kSpeechFeature
+        if "scp" in opts:
+            parts = rest.split(",")
+            if len(parts) != 2 or not all(parts):
+                fail(f"bad wspecifier '{wspecifier}' (ark,scp:ARK,SCP)")
+            self.ark_path, self.scp_path = parts
+        else:
+            self.ark_path, self.scp_path = rest, None
+        if self.scp_path is not None and self.ark_path == "-":
+            fail(f"bad wspecifier '{wspecifier}': an scp needs the ark in a file")
+        self._ctx: list = []
+        self._ark: IO[bytes] | None = None
+        self._scp: IO[str] | None = None
+
+    def __enter__(self) -> "MatrixWriter":
+        if self.ark_path == "-":
+            self._ark = sys.stdout.buffer
+        else:
+            c = atomic_path(self.ark_path)
+            self._ctx.append(c)
+            self._ark = open(c.__enter__(), "wb")
+        if self.scp_path is not None:
+            c = atomic_path(self.scp_path)
+            self._ctx.append(c)
+            self._scp = open(c.__enter__(), "w", encoding="utf-8")
+        return self
+
+    def write(self, key: str, mat: np.ndarray) -> None:
+        import kaldiio.matio as km
+
+        assert self._ark is not None
+        if not key or any(c.isspace() for c in key):
+            fail(f"bad key '{key}' (keys must be non-empty with no whitespace)")
+        self._ark.write((key + " ").encode("utf-8"))
+        offset = self._ark.tell() if self.scp_path is not None else 0
+        if self.text:
+            km.write_array_ascii(self._ark, np.asarray(mat))
+        else:
+            km.write_array(self._ark, np.asarray(mat), compression_method=self.compression)
+        if self._scp is not None:
+            self._scp.write(f"{key} {self.ark_path}:{offset}\n")
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        files = [f for f in (self._ark, self._scp) if f is not None and f is not sys.stdout.buffer]
+        for f in files:
+            if exc_type is None:
+                f.flush()
+                os.fsync(f.fileno())
+            f.close()
+        if self._ark is sys.stdout.buffer:
+            self._ark.flush()
+        # Rename the ark before the scp, so an scp never points at a missing ark.
+        for c in self._ctx:
+            c.__exit__(exc_type, exc, tb)
+        return False
+
+
+def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
+    """Iterate (key, matrix) over ``scp:x.scp`` / ``ark:x.ark`` / ``ark:-`` / bare x.scp or x.ark."""
+    import kaldiio
+
+    opts, rest = _split_spec(rspecifier)
+    if not opts:
+        if rspecifier.endswith(".scp"):
+            opts, rest = {"scp"}, rspecifier
+        elif rspecifier.endswith(".ark"):
+            opts, rest = {"ark"}, rspecifier
+        else:
+            fail(f"bad rspecifier '{rspecifier}' (expected scp:FILE or ark:FILE)")
+    kind = "scp" if "scp" in opts else "ark"
+    if rest != "-" and not os.path.exists(rest):
+        fail("no such file", rest)
+    try:
+        if kind == "scp":
+            for key, mat in kaldiio.load_scp_sequential(rest):
+                yield key, mat
+        else:
+            with kaldiio.ReadHelper(f"ark:{rest}") as reader:
+                for key, mat in reader:
+                    yield key, mat
+    except (ValueError, OSError, EOFError, KeyError) as e:  # kaldiio's errors on corrupt input
+        fail(f"cannot read matrices: {e}", rest)
+
+
+def table_path(spec: str) -> str:
+    """``ark,t:path`` (or ``t,ark:path``, or a bare path) -> path, for text tables."""
+    opts, rest = _split_spec(spec)
+    if opts and not ({"ark", "t"} <= opts):
+        fail(f"bad wspecifier for a text table '{spec}' (expected ark,t:FILE)")
+    return rest
+
+
+def read_rspecifier_table(spec: str) -> str:
+    """``ark:path`` / ``ark,t:path`` / bare path of a text table -> path."""
+    opts, rest = _split_spec(spec)
+    if opts and "ark" not in opts:
+        fail(f"bad rspecifier for a text table '{spec}' (expected ark:FILE)")
+    return rest
