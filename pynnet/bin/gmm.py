@@ -1,0 +1,468 @@
+"""GMM-HMM programs (Kaldi's gmm-init-mono, compile-train-graphs, align-equal-compiled,
+gmm-acc-stats-ali, gmm-sum-accs, gmm-est, gmm-align-compiled, gmm-copy, gmm-info, ali-to-pdf,
+ali-to-phones).  Each is ``main(argv)``; the steps/ scripts run one per JOB through ``$cmd``.
+
+Features are named by their data dir (``data/train/split2/1``) plus ``--cmvn-opts`` and
+``--delta-order`` (as the experiment's cmvn_opts/delta_opts files say), instead of Kaldi's
+rspecifier pipelines.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from pynnet.bin._cli import cli
+from pynnet.io.errors import PynnetError, fail
+
+
+def _bool(v: str) -> bool:
+    if v not in ("true", "false"):
+        raise argparse.ArgumentTypeError("expected true or false")
+    return v == "true"
+
+
+def _parser(prog: str, desc: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=desc)
+
+
+def _feat_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cmvn-opts", default="", help="apply-cmvn options (default: per-speaker mean normalisation)")
+    p.add_argument("--delta-order", type=int, default=2, help="order of delta features (default 2)")
+
+
+def _log(msg: str) -> None:
+    print(f"LOG ({os.path.basename(sys.argv[0]) if sys.argv else 'pynnet'}) {msg}", file=sys.stderr, flush=True)
+
+
+def _text(data_dir: str) -> dict[str, list[str]]:
+    from pynnet.io.tables import read_table_lines
+
+    path = os.path.join(data_dir, "text")
+    out = {}
+    for n, utt, rest in read_table_lines(path, min_fields=1):
+        if utt in out:
+            fail(f"duplicate utterance '{utt}'", path, n)
+        out[utt] = rest.split()
+    return out
+
+
+def _progress(total: int | None, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="utt", disable=not sys.stderr.isatty(), leave=False)
+
+
+# --------------------------------------------------------------------------- gmm-init-mono
+@cli
+def init_mono_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-init-mono", "Initialise a monophone GMM (one Gaussian per pdf, global "
+                "mean/variance of some features) and write the model and the monophone tree.")
+    _feat_opts(p)
+    p.add_argument("--shared-phones", default="", help="phones/sets.int: phones in one line share pdfs")
+    p.add_argument("--num-utts", type=int, default=200, help="utterances used for the global mean/var")
+    p.add_argument("--binary", type=_bool, default=True)
+    p.add_argument("topo")
+    p.add_argument("data_dir")
+    p.add_argument("model_out")
+    p.add_argument("tree_out")
+    a = p.parse_args(argv)
+    import kaldi_hmm_gmm as khg
+
+    from pynnet.hmm.model_io import write_model
+    from pynnet.hmm.train import gmm_features, init_mono, read_int_sets, write_tree_file
+
+    if not os.path.isfile(a.topo):
+        fail("no such topology file", a.topo)
+    topo = khg.HmmTopology()
+    try:
+        topo.read(open(a.topo).read())
+    except Exception as e:  # the C++ reader raises a generic error
+        fail(f"cannot read HMM topology: {e}", a.topo)
+    shared = read_int_sets(a.shared_phones) if a.shared_phones else None
+
+    def subset():
+        for i, (_, x) in enumerate(gmm_features(a.data_dir, a.cmvn_opts, a.delta_order)):
+            if i >= a.num_utts:
+                break
+            yield x
+
+    ctx, tm, am = init_mono(topo, subset(), shared)
+    write_model(a.model_out, tm, am.to_khg(), a.binary)
+    write_tree_file(a.tree_out, ctx)
+    _log(f"initialised {tm.num_pdfs} pdfs of dimension {am.dim}")
+    return 0
+
+
+# --------------------------------------------------------------------------- compile-train-graphs
+@cli
+def compile_graphs_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-compile-train-graphs", "Compile per-utterance training graphs from the transcripts "
+                "(words not in words.txt map to the lang dir's OOV word).")
+    p.add_argument("tree")
+    p.add_argument("model")
+    p.add_argument("lang_dir")
+    p.add_argument("data_dir", help="data dir whose 'text' is compiled")
+    p.add_argument("graphs_out", help="output fst archive (Kaldi ark)")
+    a = p.parse_args(argv)
+    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.train import GraphCompiler, read_tree_file, write_graphs
+
+    tm, _ = read_model(a.model)
+    gc = GraphCompiler(tm, read_tree_file(a.tree), a.lang_dir)
+    text = _text(a.data_dir)
+    failed = 0
+
+    def gen():
+        nonlocal failed
+        with _progress(len(text), "graphs") as bar:
+            for utt, words in text.items():
+                bar.update()
+                g = gc.compile(words, f"{a.data_dir}/text: {utt}: ")
+                if g.num_states == 0:
+                    print(f"WARNING: empty training graph for utterance {utt}", file=sys.stderr)
+                    failed += 1
+                    continue
+                yield utt, g
+
+    n = write_graphs(a.graphs_out, gen())
+    _log(f"compiled {n} graphs, {failed} failed; {gc.num_oov} word tokens mapped to OOV")
+    return 0 if n else 1
+
+
+# --------------------------------------------------------------------------- align-equal-compiled
+@cli
+def align_equal_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-align-equal-compiled", "Equal (flat-start) alignment: frames spread evenly "
+                "along a random path through each training graph.")
+    _feat_opts(p)
+    p.add_argument("graphs")
+    p.add_argument("data_dir")
+    p.add_argument("ali_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.ali_io import write_alignments
+    from pynnet.hmm.train import equal_align, gmm_features, read_graphs
+
+    graphs = dict(read_graphs(a.graphs))
+    out, failed = {}, []
+    for utt, x in gmm_features(a.data_dir, a.cmvn_opts, a.delta_order, graphs.keys()):
+        ali = equal_align(graphs[utt], x.shape[0])
+        if ali is None:
+            failed.append(utt)
+            print(f"WARNING: equal alignment failed for {utt} ({x.shape[0]} frames: too short for its transcript?)",
+                  file=sys.stderr)
+            continue
+        out[utt] = ali
+    missing = len(graphs) - len(out) - len(failed)
+    write_alignments(a.ali_out, out)
+    _log(f"Done {len(out)}, failed {len(failed)}, no features for {missing}")
+    return 0 if out else 1
+
+
+# --------------------------------------------------------------------------- gmm-acc-stats-ali
+@cli
+def acc_stats_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-acc-stats-ali", "Accumulate GMM and transition statistics along alignments.")
+    _feat_opts(p)
+    p.add_argument("model")
+    p.add_argument("data_dir")
+    p.add_argument("alignments", help="ali.JOB.gz file (or alignment dir)")
+    p.add_argument("acc_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.ali_io import read_alignments, TransitionTables
+    from pynnet.hmm.gmm import AmGmm, GmmAccs, accumulate
+    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.train import gmm_features
+
+    tm, am_k = read_model(a.model)
+    am = AmGmm.from_khg(am_k)
+    tables = TransitionTables.from_model(tm)
+    alis = read_alignments(a.alignments)
+    accs = GmmAccs.zeros(am, tables.pdf.size - 1)
+    xs, ts = [], []
+    bad_len = 0
+    done = 0
+    t0 = time.time()
+    for utt, x in gmm_features(a.data_dir, a.cmvn_opts, a.delta_order, alis.keys()):
+        ali = alis[utt]
+        if x.shape[1] != am.dim:
+            fail(f"feature dimension {x.shape[1]} does not match the model's {am.dim} (utterance {utt})", a.data_dir)
+        if ali.size != x.shape[0]:
+            print(f"WARNING: alignment has wrong size {ali.size} vs. {x.shape[0]} frames for {utt}", file=sys.stderr)
+            bad_len += 1
+            continue
+        tables.check(ali, f"{a.alignments}: {utt}")
+        xs.append(x)
+        ts.append(ali)
+        done += 1
+    if not xs:
+        fail("no utterance has both features and an alignment", a.alignments)
+    accumulate(am, np.concatenate(xs), np.concatenate(ts), tables.pdf, accs)
+    accs.write(a.acc_out)
+    _log(f"Done {done} files, {len(alis) - done - bad_len} with no features, {bad_len} with wrong length")
+    _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / accs.num_frames:.5f} over "
+         f"{accs.num_frames} frames ({time.time() - t0:.1f} s)")
+    return 0
+
+
+# --------------------------------------------------------------------------- gmm-sum-accs / gmm-est
+def _sum_accs(paths: list[str]):
+    from pynnet.hmm.gmm import GmmAccs
+
+    total = None
+    for path in paths:
+        acc = GmmAccs.read(path)
+        if total is None:
+            total = acc
+        else:
+            total.add(acc, path)
+    return total
+
+
+@cli
+def sum_accs_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-sum-accs", "Sum GMM accumulators.")
+    p.add_argument("acc_out")
+    p.add_argument("accs", nargs="+")
+    a = p.parse_args(argv)
+    _sum_accs(a.accs).write(a.acc_out)
+    return 0
+
+
+@cli
+def est_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-est", "ML re-estimation of a GMM model (and transitions) from summed "
+                "accumulators, then mixing-up.")
+    p.add_argument("--mix-up", type=int, default=0, help="increase the total number of Gaussians to this")
+    p.add_argument("--power", type=float, default=0.2, help="Gaussians per pdf ~ occupancy^power")
+    p.add_argument("--min-count", type=float, default=20.0, help="minimum frames per Gaussian when mixing up")
+    p.add_argument("--perturb-factor", type=float, default=0.01)
+    p.add_argument("--min-gaussian-occupancy", type=float, default=10.0)
+    p.add_argument("--min-gaussian-weight", type=float, default=1e-5)
+    p.add_argument("--min-variance", type=float, default=0.001)
+    p.add_argument("--transition-floor", type=float, default=0.01)
+    p.add_argument("--transition-min-count", type=float, default=5.0)
+    p.add_argument("--write-occs", default="", help="write per-pdf occupancies (Kaldi vector)")
+    p.add_argument("--binary", type=_bool, default=True)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the mix-up perturbation")
+    p.add_argument("model_in")
+    p.add_argument("accs", nargs="+", help="accumulator file(s); several are summed")
+    p.add_argument("model_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.gmm import AmGmm, mixup, mle_update, transition_update
+    from pynnet.hmm.model_io import KaldiOutput, read_model, write_model
+    from pynnet.io.atomic import atomic_write
+
+    tm, am_k = read_model(a.model_in)
+    am = AmGmm.from_khg(am_k)
+    accs = _sum_accs(a.accs)
+    if len(accs.occ) != am.num_pdfs or any(o.size != w.size for o, w in zip(accs.occ, am.weights)):
+        fail("accumulators do not match the model", a.accs[0])
+    tm, t_impr, t_count = transition_update(tm, accs.trans, a.transition_floor, a.transition_min_count)
+    _log(f"Transition model update: average {t_impr / max(t_count, 1):.5f} log-like improvement per frame "
+         f"over {t_count:.0f} frames")
+    st = mle_update(am, accs, a.min_gaussian_occupancy, a.min_gaussian_weight, a.min_variance)
+    _log(f"GMM update: objf improvement {st.objf_impr / max(st.count, 1):.5f} per frame over {st.count:.0f} frames; "
+         f"{st.floored} variances floored, {st.removed} Gaussians removed")
+    _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} "
+         f"over {accs.num_frames} frames")
+    occs = accs.pdf_occs()
+    if a.mix_up:
+        before = am.num_gauss
+        after = mixup(am, occs, a.mix_up, a.power, a.min_count, a.perturb_factor, a.seed)
+        _log(f"Mixed up from {before} to {after} Gaussians (target {a.mix_up})")
+    write_model(a.model_out, tm, am.to_khg(), a.binary)
+    if a.write_occs:
+        w = KaldiOutput(True)
+        w.float_vector(occs)
+        with atomic_write(a.write_occs, "wb") as f:
+            f.write(w.getvalue())
+    _log(f"Written model with {am.num_pdfs} pdfs, {am.num_gauss} Gaussians to {a.model_out}")
+    return 0
+
+
+# --------------------------------------------------------------------------- alignment
+def _align_common(p: argparse.ArgumentParser) -> None:
+    _feat_opts(p)
+    p.add_argument("--beam", type=float, default=10.0)
+    p.add_argument("--retry-beam", type=float, default=40.0)
+    p.add_argument("--careful", type=_bool, default=False)
+    p.add_argument("--acoustic-scale", type=float, default=0.1)
+    p.add_argument("--transition-scale", type=float, default=1.0)
+    p.add_argument("--self-loop-scale", type=float, default=0.1)
+    p.add_argument("--boost-silence", type=float, default=1.0, help="scale silence pdfs' likelihoods")
+    p.add_argument("--silence-phones", default="", help="colon-separated silence phone ids (for --boost-silence)")
+
+
+def _make_aligner(a, tm, am_k):
+    from pynnet.hmm.align import Aligner, AlignOptions
+    from pynnet.hmm.gmm import AmGmm, boost_silence
+    from pynnet.hmm.train import silence_pdfs
+
+    if a.boost_silence != 1.0:
+        if not a.silence_phones:
+            raise PynnetError("--boost-silence needs --silence-phones")
+        try:
+            sil = [int(x) for x in a.silence_phones.split(":") if x]
+        except ValueError:
+            raise PynnetError(f"--silence-phones: expected colon-separated integers, got '{a.silence_phones}'")
+        am_k = boost_silence(AmGmm.from_khg(am_k), silence_pdfs(tm, sil), a.boost_silence).to_khg()
+    opts = AlignOptions(a.beam, a.retry_beam, a.careful, a.acoustic_scale, a.transition_scale, a.self_loop_scale)
+    return Aligner(tm, am_k, opts)
+
+
+def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) -> int:
+    from pynnet.hmm.ali_io import write_alignments
+    from pynnet.hmm.train import gmm_features
+
+    out = {}
+    seen = set()
+    t0 = time.time()
+    with _progress(len(utts), "align") as bar:
+        for utt, x in gmm_features(data_dir, a.cmvn_opts, a.delta_order, utts):
+            bar.update()
+            seen.add(utt)
+            g = graph_for(utt)
+            if g is None:
+                continue
+            ali = aligner.align(utt, g, x)
+            if ali is None:
+                print(f"WARNING: alignment failed for utterance {utt} even with retry beam {a.retry_beam}",
+                      file=sys.stderr)
+                continue
+            out[utt] = ali
+    write_alignments(out_path, out)
+    s = aligner.stats
+    no_feats = sorted(set(utts) - seen)
+    if no_feats:
+        print(f"WARNING: {len(no_feats)} utterances have a graph but no features, e.g. {no_feats[0]}",
+              file=sys.stderr)
+    if s.failed:
+        print(f"WARNING: {len(s.failed)} utterances failed to align: {' '.join(s.failed[:20])}"
+              f"{' ...' if len(s.failed) > 20 else ''}", file=sys.stderr)
+    _log(s.summary() + f" ({time.time() - t0:.1f} s)")
+    return 0 if out else 1
+
+
+@cli
+def align_compiled_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-align-compiled", "Viterbi-align utterances to precompiled training graphs.")
+    _align_common(p)
+    p.add_argument("model")
+    p.add_argument("graphs")
+    p.add_argument("data_dir")
+    p.add_argument("ali_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.train import read_graphs
+
+    tm, am_k = read_model(a.model)
+    aligner = _make_aligner(a, tm, am_k)
+    graphs = dict(read_graphs(a.graphs))
+    return _run_alignment(a, aligner, graphs.get, list(graphs), a.data_dir, a.ali_out)
+
+
+@cli
+def align_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-align", "Viterbi-align utterances, compiling their training graphs from the "
+                "transcripts on the fly (Kaldi's gmm-align).")
+    _align_common(p)
+    p.add_argument("tree")
+    p.add_argument("model")
+    p.add_argument("lang_dir")
+    p.add_argument("data_dir")
+    p.add_argument("ali_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.train import GraphCompiler, read_tree_file
+
+    tm, am_k = read_model(a.model)
+    aligner = _make_aligner(a, tm, am_k)
+    gc = GraphCompiler(tm, read_tree_file(a.tree), a.lang_dir)
+    text = _text(a.data_dir)
+    return _run_alignment(a, aligner, lambda u: gc.compile(text[u], f"{a.data_dir}/text: {u}: "),
+                          list(text), a.data_dir, a.ali_out)
+
+
+# --------------------------------------------------------------------------- model tools
+@cli
+def copy_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-copy", "Copy a GMM model file (e.g. --binary false to get text).")
+    p.add_argument("--binary", type=_bool, default=True)
+    p.add_argument("model_in")
+    p.add_argument("model_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.model_io import read_model, write_model
+
+    tm, am = read_model(a.model_in)
+    write_model(a.model_out, tm, am, a.binary)
+    return 0
+
+
+@cli
+def info_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-info", "Print the sizes of a GMM model.")
+    p.add_argument("model")
+    a = p.parse_args(argv)
+    from pynnet.hmm.model_io import read_model
+
+    tm, am = read_model(a.model)
+    print(f"number of phones {len(tm.phones)}")
+    print(f"number of pdfs {am.num_pdfs}")
+    print(f"number of transition-ids {tm.num_transition_ids}")
+    print(f"number of transition-states {tm.num_transition_states}")
+    print(f"feature dimension {am.dim}")
+    print(f"number of gaussians {am.num_gauss}")
+    return 0
+
+
+def _ali_convert(argv, prog: str, desc: str, per_frame_fn) -> int:
+    p = _parser(prog, desc)
+    p.add_argument("model")
+    p.add_argument("alignments", help="alignment dir (ali.*.gz) or file")
+    p.add_argument("out", help="text output file ('-' for stdout): utt id then integers")
+    a = p.parse_args(argv)
+    from pynnet.hmm.ali_io import TransitionTables, read_alignments
+    from pynnet.hmm.model_io import read_model
+    from pynnet.io.atomic import atomic_write
+
+    tm, _ = read_model(a.model)
+    t = TransitionTables.from_model(tm)
+    alis = read_alignments(a.alignments)
+    lines = []
+    for utt in sorted(alis, key=lambda u: u.encode()):
+        try:
+            vals = per_frame_fn(t, alis[utt])
+        except PynnetError as e:
+            fail(f"utterance {utt}: {e}", a.alignments)
+        lines.append(utt + " " + " ".join(map(str, vals)) + "\n")
+    if a.out == "-":
+        sys.stdout.writelines(lines)
+    else:
+        with atomic_write(a.out) as f:
+            f.writelines(lines)
+    return 0
+
+
+@cli
+def ali_to_pdf_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.ali_io import tids_to_pdfs
+
+    return _ali_convert(argv, "pynnet-ali-to-pdf", "Alignments -> pdf id per frame (text).",
+                        lambda t, ali: tids_to_pdfs(t, ali).tolist())
+
+
+@cli
+def ali_to_phones_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.ali_io import split_to_phones
+
+    def phones(t, ali):
+        ok, pieces = split_to_phones(t, ali)
+        if not ok:
+            raise PynnetError("alignment is not a valid phone sequence for this model")
+        return [int(t.phone[x[0]]) for x in pieces]
+
+    return _ali_convert(argv, "pynnet-ali-to-phones", "Alignments -> phone sequence (text).", phones)

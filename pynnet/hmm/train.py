@@ -1,0 +1,344 @@
+"""GMM training pieces: features for GMMs, monophone initialisation, training graphs, equal alignment.
+
+Kaldi's gmm-init-mono, compile-train-graphs and align-equal-compiled, as library functions
+(the pynnet-* programs in pynnet/bin/gmm.py are thin wrappers).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from pynnet.io.errors import PynnetError, fail
+
+__all__ = ["parse_cmvn_opts", "gmm_features", "feature_dim", "init_mono", "monophone_tree",
+           "GraphCompiler", "write_graphs", "read_graphs", "equal_align", "write_tree_file",
+           "read_int_sets", "silence_pdfs"]
+
+
+# --------------------------------------------------------------------------- features
+def parse_cmvn_opts(cmvn_opts: str) -> tuple[bool, bool]:
+    """Kaldi apply-cmvn options (``--norm-means=true --norm-vars=false``) -> (norm_means, norm_vars)."""
+    norm_means, norm_vars = True, False
+    for o in shlex.split(cmvn_opts or ""):
+        name, _, val = o.partition("=")
+        if name not in ("--norm-means", "--norm-vars") or val not in ("true", "false"):
+            raise PynnetError(f"unsupported CMVN option '{o}' (only --norm-means=true|false, --norm-vars=true|false)")
+        if name == "--norm-means":
+            norm_means = val == "true"
+        else:
+            norm_vars = val == "true"
+    return norm_means, norm_vars
+
+
+def _delta_scales(order: int, window: int = 2) -> list[np.ndarray]:
+    """Kaldi's DeltaFeatures filter taps per order (each a convolution of the previous)."""
+    scales = [np.array([1.0])]
+    denom = sum(j * j for j in range(-window, window + 1))
+    for _ in range(order):
+        prev = scales[-1]
+        cur = np.zeros(prev.size + 2 * window)
+        for j in range(-window, window + 1):
+            cur[j + window: j + window + prev.size] += j * prev / denom
+        scales.append(cur)
+    return scales
+
+
+def add_deltas(x: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray:
+    """Kaldi add-deltas: [x, delta, delta-delta], frames clamped at the edges."""
+    if order == 0:
+        return x
+    scales = _delta_scales(order, window)
+    maxw = (scales[-1].size - 1) // 2
+    pad = np.pad(x.astype(np.float64), ((maxw, maxw), (0, 0)), mode="edge")
+    n = x.shape[0]
+    out = [x.astype(np.float64)]
+    for s in scales[1:]:
+        w = (s.size - 1) // 2
+        acc = np.zeros_like(out[0])
+        for k, c in enumerate(s):
+            if c != 0.0:
+                off = maxw - w + k
+                acc += c * pad[off:off + n]
+        out.append(acc)
+    return np.hstack(out).astype(np.float32)
+
+
+def _apply_cmvn(x: np.ndarray, stats: np.ndarray, norm_means: bool, norm_vars: bool) -> np.ndarray:
+    count = stats[0, -1]
+    if count <= 0:
+        raise PynnetError("CMVN stats have zero count")
+    mean = stats[0, :-1] / count
+    out = x.astype(np.float64)
+    if norm_means or norm_vars:
+        out = out - mean
+    if norm_vars:
+        var = stats[1, :-1] / count - mean * mean
+        out = out / np.sqrt(np.maximum(var, 1e-10))
+        if not norm_means:
+            out = out + mean / np.sqrt(np.maximum(var, 1e-10))
+    return out.astype(np.float32)
+
+
+def _features_shim(data_dir: str, norm_means: bool, norm_vars: bool, delta_order: int,
+                   utts: set[str] | None) -> Iterator[tuple[str, np.ndarray]]:
+    # TEMPORARY SHIM until pynnet.feat.read_features lands: feats.scp + per-speaker cmvn.scp + deltas.
+    import kaldiio
+
+    from pynnet.io.tables import read_table
+
+    feats_scp = os.path.join(data_dir, "feats.scp")
+    feats = read_table(feats_scp)
+    cmvn = None
+    utt2spk = None
+    if norm_means or norm_vars:
+        cmvn_scp = os.path.join(data_dir, "cmvn.scp")
+        if not os.path.exists(cmvn_scp):
+            fail("no cmvn.scp (run steps/compute_cmvn_stats.sh, or use --cmvn-opts '--norm-means=false')", data_dir)
+        cmvn = read_table(cmvn_scp)
+        utt2spk = read_table(os.path.join(data_dir, "utt2spk"))
+    cache: dict[str, np.ndarray] = {}
+    for utt, rx in feats.items():
+        if utts is not None and utt not in utts:
+            continue
+        try:
+            x = np.asarray(kaldiio.load_mat(rx), dtype=np.float32)
+        except Exception as e:  # kaldiio raises assorted errors for bad specifiers
+            fail(f"cannot read features of '{utt}' ({rx}): {e}", feats_scp)
+        if cmvn is not None:
+            spk = utt2spk.get(utt)
+            if spk is None or spk not in cmvn:
+                fail(f"no CMVN stats for utterance '{utt}' (speaker '{spk}')", os.path.join(data_dir, "cmvn.scp"))
+            if spk not in cache:
+                cache = {spk: np.asarray(kaldiio.load_mat(cmvn[spk]), dtype=np.float64)}
+            if cache[spk].shape[1] != x.shape[1] + 1:
+                fail(f"CMVN stats dimension {cache[spk].shape[1] - 1} does not match features {x.shape[1]}",
+                     os.path.join(data_dir, "cmvn.scp"))
+            x = _apply_cmvn(x, cache[spk], norm_means, norm_vars)
+        yield utt, add_deltas(x, delta_order)
+
+
+def gmm_features(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
+                 utts: Iterable[str] | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """(utt, float32 matrix) of a data dir as the GMM stages use them: per-speaker CMVN then deltas."""
+    norm_means, norm_vars = parse_cmvn_opts(cmvn_opts)
+    want = set(utts) if utts is not None else None
+    if not os.path.exists(os.path.join(data_dir, "feats.scp")):
+        fail("no feats.scp (run steps/make_mfcc.sh first)", data_dir)
+    try:
+        from pynnet.feat import read_features  # the features engineer's reader, once it lands
+    except ImportError:
+        read_features = None
+    if read_features is not None and norm_means:
+        for utt, x in read_features(data_dir, cmvn=True, norm_vars=norm_vars, delta_order=delta_order):
+            if want is None or utt in want:
+                yield utt, np.asarray(x, dtype=np.float32)
+        return
+    yield from _features_shim(data_dir, norm_means, norm_vars, delta_order, want)
+
+
+def feature_dim(data_dir: str, cmvn_opts: str = "", delta_order: int = 2) -> int:
+    for _, x in gmm_features(data_dir, cmvn_opts, delta_order):
+        return int(x.shape[1])
+    fail("no features", data_dir)
+
+
+# --------------------------------------------------------------------------- lang helpers
+def read_int_sets(path: str) -> list[list[int]]:
+    """Integer rows of a lang file (phones/sets.int, roots.int without the first two fields...)."""
+    if not os.path.isfile(path):
+        fail("no such file", path)
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append([int(x) for x in line.split()])
+            except ValueError:
+                fail("expected integers", path, n)
+    return rows
+
+
+def silence_pdfs(tm, silence_phones: Iterable[int]) -> list[int]:
+    """Pdfs used by the silence phones (as gmm-boost-silence finds them)."""
+    from pynnet.hmm.ali_io import TransitionTables
+
+    t = TransitionTables.from_model(tm)
+    sil = np.zeros(max(int(t.phone.max()) + 1, 1), bool)
+    for p in silence_phones:
+        if 0 <= p < sil.size:
+            sil[p] = True
+    mask = sil[t.phone]
+    mask[0] = False
+    return sorted(set(t.pdf[mask].tolist()))
+
+
+# --------------------------------------------------------------------------- monophone init
+def monophone_tree(topo, shared_phones: list[list[int]] | None = None):
+    """Kaldi's monophone ContextDependency (one pdf per pdf-class of each phone, or per set)."""
+    import kaldi_hmm_gmm as khg
+
+    p2n = topo.get_phone_to_num_pdf_classes()
+    if shared_phones:
+        return khg.monophone_context_dependency_shared(shared_phones, p2n)
+    return khg.monophone_context_dependency(list(topo.phones), p2n)
+
+
+def init_mono(topo, feats: Iterable[np.ndarray], shared_phones: list[list[int]] | None = None,
+              perturb_factor: float = 0.0):
+    """gmm-init-mono: every pdf gets one Gaussian with the global mean and variance of ``feats``.
+    Returns (ContextDependency, TransitionModel, AmGmm)."""
+    import kaldi_hmm_gmm as khg
+
+    from pynnet.hmm.gmm import AmGmm
+
+    n, s1, s2 = 0, None, None
+    for x in feats:
+        x = np.asarray(x, dtype=np.float64)
+        if s1 is None:
+            s1, s2 = np.zeros(x.shape[1]), np.zeros(x.shape[1])
+        if x.shape[1] != s1.size:
+            raise PynnetError(f"feature dimension changes between utterances ({s1.size} vs {x.shape[1]})")
+        n += x.shape[0]
+        s1 += x.sum(0)
+        s2 += (x * x).sum(0)
+    if n == 0:
+        raise PynnetError("no feature frames to initialise the model from")
+    mean = s1 / n
+    var = np.maximum(s2 / n - mean * mean, 1e-3)
+    ctx = monophone_tree(topo, shared_phones)
+    tm = khg.TransitionModel(ctx, topo)
+    am = AmGmm.from_params([np.ones(1)] * tm.num_pdfs, [mean[None]] * tm.num_pdfs, [var[None]] * tm.num_pdfs)
+    return ctx, tm, am
+
+
+def write_tree_file(path: str, ctx) -> None:
+    """Write a ContextDependency as a Kaldi binary tree file."""
+    try:
+        from pynnet.hmm.tree_io import write_tree
+    except ImportError:  # TEMPORARY SHIM until the tree engineer's tree_io lands
+        write_tree = None
+    if write_tree is not None:
+        write_tree(path, ctx, binary=True)
+        return
+    from pynnet.io.atomic import atomic_write
+
+    data = np.asarray(ctx.__getstate__()[0], dtype=np.int8).tobytes()
+    with atomic_write(path, "wb") as f:
+        f.write(b"\0B" + data)
+
+
+def read_tree_file(path: str):
+    try:
+        from pynnet.hmm.tree_io import read_tree
+    except ImportError:  # TEMPORARY SHIM until the tree engineer's tree_io lands
+        read_tree = None
+    if read_tree is not None:
+        return read_tree(path)
+    import kaldi_hmm_gmm as khg
+
+    if not os.path.isfile(path):
+        fail("no such tree file", path)
+    data = open(path, "rb").read()
+    if not data.startswith(b"\0B"):
+        fail("only binary tree files are supported here", path)
+    ctx = khg.ContextDependency.__new__(khg.ContextDependency)
+    ctx.__setstate__((np.frombuffer(data[2:], np.int8).tolist(),))
+    return ctx
+
+
+# --------------------------------------------------------------------------- graphs
+class GraphCompiler:
+    """compile-train-graphs: per-utterance HCLG-like graphs (no transition probs) from transcripts."""
+
+    def __init__(self, tm, ctx, lang_dir: str):
+        import kaldi_hmm_gmm as khg
+        import kaldifst
+
+        lfst = os.path.join(lang_dir, "L.fst")
+        if not os.path.isfile(lfst):
+            fail("no L.fst in lang dir", lang_dir)
+        lex = kaldifst.StdVectorFst.read(lfst)
+        kaldifst.arcsort(lex, sort_type="olabel")
+        disambig_path = os.path.join(lang_dir, "phones", "disambig.int")
+        disambig = [x for r in read_int_sets(disambig_path) for x in r] if os.path.exists(disambig_path) else []
+        # The C++ compiler keeps references to these: hold them for its lifetime.
+        self._keep = (tm, ctx, lex)
+        self.compiler = khg.TrainingGraphCompiler(tm, ctx, lex, disambig, khg.TrainingGraphCompilerOptions())
+        self.words = {}
+        with open(os.path.join(lang_dir, "words.txt"), encoding="utf-8") as f:
+            for line in f:
+                w, i = line.split()
+                self.words[w] = int(i)
+        oov_path = os.path.join(lang_dir, "oov.int")
+        self.oov = int(open(oov_path).read().split()[0]) if os.path.exists(oov_path) else None
+        self.num_oov = 0
+
+    def word_ids(self, words: list[str], where: str = "") -> list[int]:
+        ids = []
+        for w in words:
+            i = self.words.get(w)
+            if i is None:
+                if self.oov is None:
+                    raise PynnetError(f"{where}word '{w}' not in words.txt and the lang dir has no oov.int")
+                i = self.oov
+                self.num_oov += 1
+            ids.append(i)
+        return ids
+
+    def compile(self, words: list[str], where: str = ""):
+        return self.compiler.compile_graph_from_text(self.word_ids(words, where))
+
+
+def write_graphs(path: str, graphs: Iterable[tuple[str, object]]) -> int:
+    """Write FSTs as a Kaldi fst archive (readable by Kaldi as ark:path)."""
+    import kaldi_hmm_gmm  # noqa: F401
+    import kaldifst
+
+    from pynnet.io.atomic import atomic_path
+
+    n = 0
+    with atomic_path(path) as tmp:
+        w = kaldifst.VectorFstWriter(f"ark:{tmp}")
+        for key, g in graphs:
+            w.write(key, g)
+            n += 1
+        w.close()
+    return n
+
+
+def read_graphs(path: str) -> Iterator[tuple[str, object]]:
+    import kaldi_hmm_gmm  # noqa: F401
+    import kaldifst
+
+    if not os.path.isfile(path):
+        fail("no such graph archive", path)
+    r = kaldifst.SequentialVectorFstReader(f"ark:{path}")
+    while not r.done:
+        yield r.key, r.value.copy()
+        r.next()
+    r.close()
+
+
+def equal_align(graph, num_frames: int, seed: int = 3) -> np.ndarray | None:
+    """align-equal-compiled: a random path through the graph with frames spread evenly over its
+    states; None if the utterance is too short for the graph."""
+    import kaldi_hmm_gmm  # noqa: F401
+    import kaldifst
+
+    ok, path = kaldifst.equal_align(ifst=graph, length=num_frames, rand_seed=seed, num_retries=10)
+    if not ok:
+        return None
+    ok, ilabels, _olabels, _w = kaldifst.get_linear_symbol_sequence(path)
+    if not ok:
+        return None
+    ali = np.asarray([i for i in ilabels if i != 0], dtype=np.int32)
+    return ali if ali.size == num_frames else None
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

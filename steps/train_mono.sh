@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Flat-start monophone GMM-HMM training (Kaldi's steps/train_mono.sh).
+# Global mean/variance -> one Gaussian per pdf; equal alignment for pass 0; then EM passes with
+# Viterbi realignment on --realign-iters and Gaussians added each pass up to --totgauss.
+# Writes <exp-dir>/{0.mdl,1.mdl,...,final.mdl,tree,final.occs,ali.JOB.gz,fsts.JOB.ark,num_jobs,
+# cmvn_opts,delta_opts,phones.txt,log/}.
+
+# Begin configuration section.
+nj=4
+cmd=run.pl
+scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"
+num_iters=40     # number of EM passes
+max_iter_inc=30  # Gaussians are added up to this pass
+totgauss=1000    # target total number of Gaussians
+careful=false
+boost_silence=1.0  # factor on silence likelihoods during alignment
+realign_iters="1 2 3 4 5 6 7 8 9 10 12 14 16 18 20 23 26 29 32 35 38"
+power=0.25       # Gaussians per pdf ~ occupancy^power
+cmvn_opts=       # e.g. "--norm-vars=true"
+norm_vars=false
+delta_order=2
+stage=-4
+# End configuration section.
+
+help_message="Usage: $0 [options] <data-dir> <lang-dir> <exp-dir>
+ e.g.: $0 data/train data/lang exp/mono
+Options:
+  --nj <nj>                 # number of parallel jobs (default $nj)
+  --cmd <cmd>               # job runner, e.g. run.pl (default $cmd)
+  --num-iters <n>           # EM passes (default $num_iters)
+  --totgauss <n>            # target number of Gaussians (default $totgauss)
+  --boost-silence <f>       # silence likelihood factor in alignment (default $boost_silence)
+  --realign-iters <list>    # passes that realign (default \"$realign_iters\")
+  --power <f>               # mix-up power (default $power)
+  --cmvn-opts <opts>        # CMVN options, e.g. \"--norm-vars=true\" (default: mean normalisation)
+  --stage <stage>           # resume from this stage (default $stage)"
+
+. ./path.sh 2>/dev/null || true
+. utils/parse_options.sh || exit 1
+
+if [ $# -ne 3 ]; then
+  printf "%s\n" "$help_message" >&2
+  exit 1
+fi
+set -euo pipefail
+
+data=$1
+lang=$2
+dir=$3
+
+for f in $data/feats.scp $data/text $data/utt2spk $lang/topo $lang/L.fst $lang/words.txt \
+    $lang/phones/sets.int $lang/phones/optional_silence.csl; do
+  [ -f $f ] || { echo "$0: no such file $f" >&2; exit 1; }
+done
+[ "$norm_vars" = true ] && cmvn_opts="--norm-vars=true $cmvn_opts"
+if [ -z "$cmvn_opts" ] || ! echo "$cmvn_opts" | grep -q -- "--norm-means=false"; then
+  [ -f $data/cmvn.scp ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
+fi
+
+mkdir -p $dir/log
+echo $nj > $dir/num_jobs
+sdata=$data/split$nj
+[[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
+cp $lang/phones.txt $dir
+echo "$cmvn_opts" > $dir/cmvn_opts
+echo "--delta-order $delta_order" > $dir/delta_opts
+feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order")
+silphones=$(cat $lang/phones/optional_silence.csl)
+boost_opts="--boost-silence $boost_silence --silence-phones $silphones"
+
+if [ $stage -le -3 ]; then
+  echo "$0: initializing monophone system"
+  # JOB=1: the first part of the data is enough for the global mean and variance.
+  $cmd JOB=1 $dir/log/init.log \
+    pynnet-gmm-init-mono "${feat_opts[@]}" --num-utts 200 --shared-phones $lang/phones/sets.int \
+      $lang/topo $sdata/JOB $dir/0.mdl $dir/tree
+fi
+
+numgauss=$(pynnet-gmm-info $dir/0.mdl | awk '/gaussians/{print $NF}')
+incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
+
+if [ $stage -le -2 ]; then
+  echo "$0: compiling training graphs"
+  $cmd JOB=1:$nj $dir/log/compile_graphs.JOB.log \
+    pynnet-compile-train-graphs $dir/tree $dir/0.mdl $lang $sdata/JOB $dir/fsts.JOB.ark
+fi
+
+if [ $stage -le -1 ]; then
+  echo "$0: aligning data equally (pass 0)"
+  $cmd JOB=1:$nj $dir/log/align.0.JOB.log \
+    pynnet-align-equal-compiled "${feat_opts[@]}" $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
+  $cmd JOB=1:$nj $dir/log/acc.0.JOB.log \
+    pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $dir/0.mdl $sdata/JOB $dir/ali.JOB.gz $dir/0.JOB.acc
+fi
+
+# --min-gaussian-occupancy 3 on the first update: otherwise rare phones are not estimated and
+# never align properly later.
+if [ $stage -le 0 ]; then
+  $cmd $dir/log/update.0.log \
+    pynnet-gmm-est --min-gaussian-occupancy 3 --mix-up $numgauss --power $power \
+      $dir/0.mdl $(for n in $(seq $nj); do echo $dir/0.$n.acc; done) $dir/1.mdl
+  rm -f $dir/0.*.acc
+fi
+
+beam=6  # 10 after the first pass
+x=1
+while [ $x -lt $num_iters ]; do
+  echo "$0: pass $x"
+  if [ $stage -le $x ]; then
+    if echo " $realign_iters " | grep -q " $x "; then
+      echo "$0: aligning data"
+      $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
+        pynnet-gmm-align-compiled "${feat_opts[@]}" $scale_opts $boost_opts --beam $beam \
+          --retry-beam $((beam * 4)) --careful $careful \
+          $dir/$x.mdl $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
+    fi
+    $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log \
+      pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $dir/$x.mdl $sdata/JOB $dir/ali.JOB.gz $dir/$x.JOB.acc
+    $cmd $dir/log/update.$x.log \
+      pynnet-gmm-est --write-occs $dir/$((x + 1)).occs --mix-up $numgauss --power $power --seed $x \
+        $dir/$x.mdl $(for n in $(seq $nj); do echo $dir/$x.$n.acc; done) $dir/$((x + 1)).mdl
+    rm -f $dir/$x.*.acc $dir/$x.occs
+  fi
+  if [ $x -le $max_iter_inc ]; then
+    numgauss=$((numgauss + incgauss))
+  fi
+  beam=10
+  x=$((x + 1))
+done
+
+( cd $dir; rm -f final.mdl final.occs; ln -s $x.mdl final.mdl; ln -s $x.occs final.occs )
+
+# Diagnostics as Kaldi prints them: likelihood per pass, alignment failures.
+grep -h "Overall avg like per frame" $dir/log/acc.*.1.log 2>/dev/null | tail -1 | sed "s|^|$0: last pass (job 1): |" || true
+nfail=$(cat $dir/log/align.*.*.log 2>/dev/null | grep -c "^WARNING: alignment failed" || true)
+[ "$nfail" -gt 0 ] && echo "$0: $nfail utterance alignments failed over all passes (see $dir/log/align.*.log)"
+echo "$0: Done training monophone system in $dir"
