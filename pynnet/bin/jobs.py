@@ -1,0 +1,417 @@
+"""Kaldi job runners: utils/run.pl (local processes) and utils/slurm.pl (one sbatch array job).
+
+Calling convention (Kaldi's):  run.pl [options] [JOB=1:N] <log> <command...>
+JOB (any identifier) is replaced by the job number in the log name and in the command; the
+command runs through bash (so "|" pipes work) with stdout+stderr appended to the log, which
+starts with ``# <command>`` / ``# Started at <date>`` and ends with ``# Accounting: ...`` /
+``# Ended (code N) at <date>, elapsed time S seconds``.  Any failed job makes the runner print
+``run.pl: F / N failed, log is in <first failed log>`` and exit 1.
+
+Only the standard library is used, so utils/run.pl works with any python3.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+JOB_RANGE = re.compile(r"^([A-Za-z_]\w*)=(\d+):(\d+)$")
+JOB_SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$")
+# Options that take no argument (qsub's -V); every other option takes exactly one, except -pe (two).
+_NO_ARG = {"-V"}
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class JobSpec:
+    """What to run: the command string (already quoted for bash), the log template, and the
+    job range; ``opts`` are the options in the order given (name, value)."""
+    prog: str
+    cmd: str
+    log: str
+    jobname: str | None = None
+    start: int = 1
+    end: int = 1
+    opts: list[tuple[str, str]] = field(default_factory=list)
+
+    def log_for(self, job: int) -> str:
+        return self.log.replace(self.jobname, str(job)) if self.jobname else self.log
+
+    def cmd_for(self, job: int) -> str:
+        return self.cmd.replace(self.jobname, str(job)) if self.jobname else self.cmd
+
+    @property
+    def jobs(self) -> range:
+        return range(self.start, self.end + 1)
+
+    def opt(self, name: str, default: str | None = None) -> str | None:
+        val = default
+        for k, v in self.opts:
+            if k == name:
+                val = v
+        return val
+
+
+def kaldi_quote(arg: str) -> str:
+    """Quote an argument the way Kaldi's run.pl does: words without whitespace stay as they are
+    (so a separate "|" argument is a pipe and "ark:-" stays bare); others are quoted."""
+    if re.fullmatch(r"\S+", arg):
+        return arg
+    if '"' in arg:
+        return "'" + arg + "'"
+    return '"' + arg + '"'
+
+
+def parse_args(argv: list[str], prog: str) -> JobSpec:
+    """Parse ``[options] [JOB=a:b] <log> <command...>``; options and the job range may be
+    interleaved (Kaldi allows both orders)."""
+    args = list(argv)
+    opts: list[tuple[str, str]] = []
+    jobname, start, end = None, 1, 1
+    for _ in range(2):
+        while len(args) >= 2 and args[0].startswith("-"):
+            sw = args.pop(0)
+            if sw in _NO_ARG:
+                opts.append((sw, ""))
+                continue
+            if "=" in sw and sw.startswith("--"):
+                k, v = sw.split("=", 1)
+                opts.append((k, v))
+                continue
+            val = args.pop(0)
+            if sw == "-pe" and args:
+                val += " " + args.pop(0)
+            opts.append((sw, val))
+        if args:
+            m = JOB_RANGE.match(args[0])
+            m1 = JOB_SINGLE.match(args[0])
+            if m:
+                jobname, start, end = m.group(1), int(m.group(2)), int(m.group(3))
+                if start > end:
+                    raise UsageError(f"invalid job range {args[0]}")
+                if start <= 0:
+                    raise UsageError(f"invalid job range {args[0]}, start must be strictly positive")
+                args.pop(0)
+            elif m1:
+                jobname, start, end = m1.group(1), int(m1.group(2)), int(m1.group(2))
+                if start <= 0:
+                    raise UsageError(f"invalid job range {args[0]}, start must be strictly positive")
+                args.pop(0)
+            elif re.match(r".+=.*:.*$", args[0]):
+                print(f"{prog}: WARNING: suspicious first argument {args[0]}", file=sys.stderr)
+    if len(args) < 2:
+        raise UsageError("need a log file and a command")
+    log = args.pop(0)
+    if jobname and end > start and jobname not in log:
+        raise UsageError(f"you are trying to run a parallel job but putting the output into just one log file ({log})")
+    cmd = " ".join(kaldi_quote(a) for a in args)
+    return JobSpec(prog, cmd, log, jobname, start, end, opts)
+
+
+def _date() -> str:
+    return time.strftime("%a %b %e %H:%M:%S %Z %Y")
+
+
+class JobRunner:
+    """Runs jobs as bash processes (each in its own process group, so a kill reaches whole
+    pipelines) and remembers them so that SIGINT/SIGTERM can be forwarded."""
+
+    def __init__(self) -> None:
+        self.procs: set[subprocess.Popen] = set()
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def run(self, cmd: str, log: str, threads: int = 1) -> int:
+        if self.stopping:
+            return 130
+        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+        t0 = time.time()
+        with open(log, "w") as f:
+            f.write(f"# {cmd}\n# Started at {_date()}\n#\n")
+        with open(log, "a") as f:
+            with self.lock:
+                if self.stopping:
+                    return 130
+                p = subprocess.Popen(["bash", "-c", cmd], stdin=subprocess.DEVNULL, stdout=f,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+                self.procs.add(p)
+            rc = p.wait()
+            with self.lock:
+                self.procs.discard(p)
+        if rc < 0:
+            code, status = 128 - rc, f"code {128 - rc}; signal {-rc}"
+        else:
+            code, status = rc, f"code {rc}"
+        elapsed = int(round(time.time() - t0))
+        with open(log, "a") as f:
+            f.write(f"# Accounting: time={elapsed} threads={threads}\n")
+            f.write(f"# Ended ({status}) at {_date()}, elapsed time {elapsed} seconds\n")
+        return code
+
+    def kill_all(self, sig: int) -> None:
+        with self.lock:
+            self.stopping = True
+            for p in list(self.procs):
+                try:
+                    os.killpg(p.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def _previous_status(log: str) -> str:
+    """'done', 'failed' or 'incomplete' from an existing log's ``# Ended`` line (for --pick)."""
+    try:
+        with open(log, errors="replace") as f:
+            ended = [ln for ln in f if ln.startswith("# Ended (code ")]
+    except FileNotFoundError:
+        return "incomplete"
+    if not ended:
+        return "incomplete"
+    return "done" if ended[-1].startswith("# Ended (code 0)") else "failed"
+
+
+def default_max_jobs(num_jobs: int) -> int:
+    try:
+        ncpu = len(os.sched_getaffinity(0))
+    except AttributeError:
+        ncpu = os.cpu_count() or 1
+    # As Kaldi: a few more jobs than cores run all at once rather than leave a straggler round.
+    return num_jobs if ncpu < num_jobs < 1.4 * ncpu else ncpu
+
+
+def report(spec: JobSpec, codes: dict[int, int]) -> int:
+    failed = [j for j in spec.jobs if codes.get(j, 1) != 0]
+    if not failed:
+        return 0
+    n = len(spec.jobs)
+    if n == 1:
+        print(f"{spec.prog}: job failed, log is in {spec.log_for(failed[0])}", file=sys.stderr)
+        if "JOB" in spec.log and spec.jobname is None:
+            print(f"{spec.prog}: probably you forgot to put JOB=1:$nj in your script.", file=sys.stderr)
+    else:
+        print(f"{spec.prog}: {len(failed)} / {n} failed, log is in {spec.log_for(failed[0])}", file=sys.stderr)
+        if len(failed) > 1:
+            print(f"{spec.prog}: failed jobs: {' '.join(map(str, failed))}", file=sys.stderr)
+    return 1
+
+
+RUN_USAGE = """usage: run.pl [options] [JOB=1:N] <log-file> <command...>
+ e.g.: run.pl JOB=1:4 exp/foo/log/align.JOB.log gmm-align --beam=10 exp/foo/final.mdl "ark:feats.JOB.scp" \\| gzip -c \\> ali.JOB.gz
+Runs the N jobs in parallel on this machine (JOB is replaced by 1..N in the log name and command).
+Options: --max-jobs-run N (default: number of cores), --pick all|failed|incomplete|none (re-run only those
+jobs; judged from their logs), --num-threads N (recorded in the log); queue options (--mem, --gpu, -l ...)
+are accepted and ignored so that cmd.sh can switch between run.pl, queue.pl and slurm.pl."""
+
+
+def run_pl_main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(RUN_USAGE, file=sys.stderr)
+        return 0 if argv else 1
+    try:
+        spec = parse_args(argv, "run.pl")
+        max_jobs = None
+        for k, v in spec.opts:
+            if k in ("--max-jobs-run", "-tc"):
+                if not v.isdigit() or int(v) <= 0:
+                    raise UsageError(f"invalid option {k} {v}")
+                max_jobs = int(v) if max_jobs is None else min(max_jobs, int(v))
+        pick = spec.opt("--pick", "all")
+        if pick not in ("all", "failed", "incomplete", "none"):
+            raise UsageError(f"--pick must be one of all, failed, incomplete, none; got '{pick}'")
+        threads = spec.opt("--num-threads", "1")
+        if not threads.isdigit():
+            raise UsageError(f"--num-threads must be a number, got '{threads}'")
+    except UsageError as e:
+        print(f"run.pl: {e}\n{RUN_USAGE}", file=sys.stderr)
+        return 1
+    if max_jobs is None:
+        max_jobs = default_max_jobs(len(spec.jobs))
+    runner = JobRunner()
+    codes: dict[int, int] = {}
+
+    def one(job: int) -> None:
+        log = spec.log_for(job)
+        if pick != "all":
+            prev = _previous_status(log)
+            if prev == "done" or (prev == "failed" and pick in ("incomplete", "none")) or \
+                    (prev == "incomplete" and pick == "none"):
+                codes[job] = 0 if prev == "done" else 1
+                return
+        try:
+            codes[job] = runner.run(spec.cmd_for(job), log, int(threads))
+        except OSError as e:
+            print(f"run.pl: cannot run job {job} ({e.strerror}: {e.filename or log})", file=sys.stderr)
+            codes[job] = 1
+
+    def on_signal(sig, _frame):
+        runner.kill_all(signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with ThreadPoolExecutor(max_workers=max_jobs) as pool:
+            list(pool.map(one, spec.jobs))
+    except KeyboardInterrupt:
+        print("run.pl: interrupted; killed the running jobs", file=sys.stderr)
+        return 130
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return report(spec, codes)
+
+
+# --- slurm.pl -------------------------------------------------------------------------------
+
+SLURM_USAGE = """usage: slurm.pl [options] [JOB=1:N] <log-file> <command...>
+Submits ONE sbatch array job (--array=1-N --wait); task k runs the command with JOB=k, logging
+to the log with JOB=k, and records its exit status in <logdir>/q/<log>.status, which slurm.pl
+checks afterwards (a failed job: 'slurm.pl: F / N failed, log is in <log>', exit 1).
+Options: --partition P, --time T, --mem M (per job), --num-threads N (--cpus-per-task),
+--gpu N (--gres=gpu:N), --max-jobs-run N (--array=...%N); any other --opt V / --opt=V / -x V is
+passed to sbatch unchanged.  The sbatch script and Slurm's own output go to <logdir>/q/."""
+
+_SLURM_MAP = {"--partition": "--partition", "-p": "--partition", "--time": "--time", "--mem": "--mem",
+              "--num-threads": "--cpus-per-task", "--account": "--account", "--qos": "--qos"}
+
+
+def sbatch_options(spec: JobSpec) -> tuple[list[str], int | None, int]:
+    """(sbatch options, max jobs at once, threads) from the runner options."""
+    out: list[str] = []
+    max_jobs = None
+    threads = 1
+    for k, v in spec.opts:
+        if k in ("--max-jobs-run", "-tc"):
+            if not v.isdigit() or int(v) <= 0:
+                raise UsageError(f"invalid option {k} {v}")
+            max_jobs = int(v) if max_jobs is None else min(max_jobs, int(v))
+        elif k == "--gpu":
+            if not v.isdigit():
+                raise UsageError(f"--gpu must be a number, got '{v}'")
+            if int(v) > 0:
+                out.append(f"--gres=gpu:{v}")
+        elif k == "--num-threads":
+            if not v.isdigit() or int(v) <= 0:
+                raise UsageError(f"--num-threads must be a positive number, got '{v}'")
+            threads = int(v)
+            out.append(f"--cpus-per-task={v}")
+        elif k in _SLURM_MAP:
+            out.append(f"{_SLURM_MAP[k]}={v}")
+        elif k in ("--config", "--pick", "-V", "-sync"):
+            continue  # Kaldi queue options with no sbatch meaning here
+        elif k.startswith("--"):
+            out.append(f"{k}={v}" if v != "" else k)
+        else:
+            out.extend([k] + ([v] if v != "" else []))
+    return out, max_jobs, threads
+
+
+def _status_file(qdir: str, log: str) -> str:
+    return os.path.join(qdir, os.path.basename(log) + ".status")
+
+
+def slurm_pl_main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--run-task"]:
+        return _run_task(argv[1:])
+    if not argv or argv[0] in ("-h", "--help"):
+        print(SLURM_USAGE, file=sys.stderr)
+        return 0 if argv else 1
+    try:
+        spec = parse_args(argv, "slurm.pl")
+        sbatch_opts, max_jobs, threads = sbatch_options(spec)
+    except UsageError as e:
+        print(f"slurm.pl: {e}\n{SLURM_USAGE}", file=sys.stderr)
+        return 1
+    logdir = os.path.dirname(spec.log) or "."
+    qdir = os.path.join(logdir, "q")
+    stem = os.path.basename(spec.log)
+    if spec.jobname:
+        stem = re.sub(r"\.?" + re.escape(spec.jobname), "", stem)
+    stem = re.sub(r"\.log$", "", stem) or "job"
+    try:
+        os.makedirs(qdir, exist_ok=True)
+        for j in spec.jobs:
+            for stale in (_status_file(qdir, spec.log_for(j)),):
+                if os.path.exists(stale):
+                    os.unlink(stale)
+        task = {"cmd": spec.cmd, "log": spec.log, "jobname": spec.jobname, "threads": threads, "qdir": qdir}
+        spec_file = os.path.join(qdir, stem + ".json")
+        with open(spec_file + ".tmp", "w") as f:
+            json.dump(task, f)
+        os.replace(spec_file + ".tmp", spec_file)
+        script = os.path.join(qdir, stem + ".sh")
+        me = os.path.realpath(sys.argv[0]) if sys.argv[0].endswith("slurm.pl") else \
+            os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "utils", "slurm.pl")
+        with open(script + ".tmp", "w") as f:
+            f.write("#!/bin/bash\n# written by slurm.pl; one array task per job\n"
+                    f"cd {shlex.quote(os.getcwd())}\n"
+                    f"exec {shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(me))} --run-task "
+                    f"{shlex.quote(os.path.abspath(spec_file))} \"$SLURM_ARRAY_TASK_ID\"\n")
+        os.replace(script + ".tmp", script)
+        os.chmod(script, 0o755)
+    except OSError as e:
+        print(f"slurm.pl: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+        return 1
+    array = f"{spec.start}-{spec.end}" + (f"%{max_jobs}" if max_jobs else "")
+    cmd = ["sbatch", "--wait", f"--array={array}", f"--job-name={stem}",
+           f"--output={os.path.join(qdir, stem)}.%a.out"] + sbatch_opts + [script]
+    with open(os.path.join(qdir, stem + ".sbatch"), "w") as f:
+        f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
+    try:
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    except FileNotFoundError:
+        print("slurm.pl: sbatch not found on PATH (is Slurm installed? use run.pl for local jobs)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("slurm.pl: interrupted (the array job may still be queued; see squeue/scancel)", file=sys.stderr)
+        return 130
+    codes: dict[int, int] = {}
+    missing = []
+    for j in spec.jobs:
+        try:
+            with open(_status_file(qdir, spec.log_for(j))) as f:
+                codes[j] = int(f.read().strip() or 1)
+        except (FileNotFoundError, ValueError):
+            missing.append(j)
+    if missing and len(missing) == len(spec.jobs) and r.returncode != 0:
+        err = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        print(f"slurm.pl: sbatch failed (exit {r.returncode}): {err}", file=sys.stderr)
+        return 1
+    for j in missing:
+        print(f"slurm.pl: job {j} left no exit status (killed by Slurm? see {os.path.join(qdir, stem)}.{j}.out)",
+              file=sys.stderr)
+    return report(spec, codes)
+
+
+def _run_task(argv: list[str]) -> int:
+    """Inside an array task: run job ``$SLURM_ARRAY_TASK_ID`` and record its exit status."""
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("slurm.pl: --run-task <spec.json> <task-id>", file=sys.stderr)
+        return 1
+    with open(argv[0]) as f:
+        t = json.load(f)
+    job = int(argv[1])
+    spec = JobSpec("slurm.pl", t["cmd"], t["log"], t["jobname"], job, job)
+    log = spec.log_for(job)
+    try:
+        code = JobRunner().run(spec.cmd_for(job), log, t.get("threads", 1))
+    except OSError as e:
+        print(f"slurm.pl: cannot run job {job}: {e}", file=sys.stderr)
+        code = 1
+    status = _status_file(t["qdir"], log)
+    with open(status + ".tmp", "w") as f:
+        f.write(f"{code}\n")
+    os.replace(status + ".tmp", status)
+    return 0 if code == 0 else 1
