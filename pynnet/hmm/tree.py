@@ -335,14 +335,23 @@ def accumulate_tree_stats(trans_model, items: Iterable[tuple[str, np.ndarray, np
                           progress: bool = False) -> tuple[TreeStats, dict[str, int]]:
     """Accumulate tree stats from ``(utt, alignment, features-or-None)`` items.
 
-    Returns (stats, counts) with counts {'done', 'no_feats', 'bad_length', 'bad_ali'}; bad
+    Returns (stats, counts) with counts {'done', 'no_ali', 'no_feats', 'bad_length', 'bad_ali'}; bad
     utterances are skipped with a warning, as Kaldi's acc-tree-stats does.
     """
     if not 0 <= central_position < context_width:
         raise PynnetError(f"bad --context-width {context_width} / --central-position {central_position}")
     tt = trans_model if isinstance(trans_model, TransitionTables) else TransitionTables(trans_model)
     ci = sorted(set(int(x) for x in ci_phones))
-    counts = {"done": 0, "no_feats": 0, "bad_length": 0, "bad_ali": 0}
+    counts = {"done": 0, "no_ali": 0, "no_feats": 0, "bad_length": 0, "bad_ali": 0}
+    warned = [0]
+
+    def warn(msg: str, *args) -> None:
+        warned[0] += 1
+        if warned[0] <= 10:
+            log.warning(msg, *args)
+        elif warned[0] == 11:
+            log.warning("(further warnings about individual utterances suppressed)")
+
     acc: TreeStats | None = None
     pend_ev: list[np.ndarray] = []
     pend_x: list[np.ndarray] = []
@@ -364,14 +373,20 @@ def accumulate_tree_stats(trans_model, items: Iterable[tuple[str, np.ndarray, np
         from tqdm import tqdm
         it = tqdm(items, desc="acc-tree-stats", unit="utt", file=sys.stderr, disable=not sys.stderr.isatty())
     for utt, ali, feats in it:
+        if ali is None:
+            warn("no alignment for utterance %s", utt)
+            counts["no_ali"] += 1
+            continue
         if feats is None:
-            log.warning("no features for utterance %s", utt)
+            warn("no features for utterance %s", utt)
             counts["no_feats"] += 1
             continue
         feats = np.asarray(feats)
         ali = np.asarray(ali)
+        if ali.ndim != 1:
+            raise PynnetError(f"utterance {utt}: alignment is not a vector")
         if feats.ndim != 2 or feats.shape[0] != ali.shape[0]:
-            log.warning("alignment of %s has %d frames but its features have %d", utt, ali.shape[0],
+            warn("alignment of %s has %d frames but its features have %d", utt, ali.shape[0],
                         feats.shape[0] if feats.ndim else 0)
             counts["bad_length"] += 1
             continue
@@ -381,7 +396,7 @@ def accumulate_tree_stats(trans_model, items: Iterable[tuple[str, np.ndarray, np
             raise PynnetError(f"utterance {utt}: feature dimension {feats.shape[1]}, expected {dim}")
         ev = utterance_events(tt, ali, context_width, central_position, ci, phone_map)
         if ev is None:
-            log.warning("alignment of %s is not a sequence of whole phones; not using it", utt)
+            warn("alignment of %s is not a sequence of whole phones; not using it", utt)
             counts["bad_ali"] += 1
             continue
         pend_ev.append(ev)
