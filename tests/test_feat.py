@@ -1,0 +1,461 @@
+"""Features: equal to kaldi-native-fbank called directly and to a by-hand numpy computation of
+one frame; deterministic dither; Kaldi option/config parsing and its errors; CMVN, deltas and
+splicing against direct formulas; the programs (ark/scp via kaldiio) and steps scripts."""
+from __future__ import annotations
+
+import os
+import subprocess
+import warnings
+
+import kaldiio
+import kaldi_native_fbank as knf
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pynnet.feat import (add_deltas, apply_cmvn, cmvn_stats, delta_scales, feature_dim,
+                         read_features, splice_feats)
+from pynnet.feat.compute import FeatureComputer, default_values, knf_options
+from pynnet.feat.numpy_kaldi import compute_numpy
+from pynnet.feat.options import KaldiOptions
+from pynnet.io.errors import PynnetError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def speechlike(n: int, rate: int, seed: int = 0) -> np.ndarray:
+    """Harmonics with a moving pitch plus noise, on the int16 scale (float32)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n) / rate
+    f0 = 120 + 40 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    x = sum(np.sin(k * phase) / k for k in range(1, 12)) * 4000 + rng.standard_normal(n) * 200
+    return np.round(x).astype(np.float32)
+
+
+def knf_direct(kind: str, opts, x: np.ndarray) -> np.ndarray:
+    comp = knf.OnlineMfcc(opts) if kind == "mfcc" else knf.OnlineFbank(opts)
+    comp.accept_waveform(opts.frame_opts.samp_freq, x)
+    comp.input_finished()
+    return np.array([comp.get_frame(i) for i in range(comp.num_frames_ready)], dtype=np.float32)
+
+
+def values(kind: str, **kw):
+    return {**default_values(kind), **kw}
+
+
+# -- exactness ----------------------------------------------------------------------------------
+
+CONFIGS = [
+    {},
+    {"snip_edges": False},
+    {"use_energy": True, "raw_energy": False},
+    {"htk_compat": True, "use_energy": True},
+    {"window_type": "hamming", "round_to_power_of_two": False, "preemphasis_coefficient": 0.0},
+    {"low_freq": 64.0, "high_freq": -200.0, "num_mel_bins": 15, "frame_shift": 12.5},
+    {"energy_floor": 1.0, "remove_dc_offset": False, "window_type": "blackman"},
+]
+
+
+@pytest.mark.parametrize("kind", ["mfcc", "fbank"])
+@pytest.mark.parametrize("rate", [8000, 16000])
+@pytest.mark.parametrize("over", CONFIGS)
+def test_equals_kaldi_native_fbank_directly(kind, rate, over):
+    x = speechlike(rate // 2 + 37, rate)
+    v = values(kind, sample_frequency=float(rate), dither=0.0, **over)
+    ours = FeatureComputer(kind, v).compute(x, "utt")
+    ref = knf_direct(kind, knf_options(kind, v), x)
+    assert ours.dtype == np.float32 and ours.shape == ref.shape and ours.shape[0] > 10
+    assert np.array_equal(ours, ref)
+    # and the numpy pipeline (used for VTLN) agrees to float rounding
+    assert np.allclose(compute_numpy(kind, v, x), ref, rtol=1e-4, atol=2e-4 * np.abs(ref).max())
+
+
+def hand_mel_banks(num_bins, padded, rate, low, high):
+    mel = lambda f: 1127.0 * np.log(1.0 + f / 700.0)   # noqa: E731
+    ml, mh = mel(low), mel(high)
+    delta = (mh - ml) / (num_bins + 1)
+    w = np.zeros((num_bins, padded // 2 + 1))
+    fm = mel(np.arange(padded // 2) * rate / padded)
+    for b in range(num_bins):
+        left, center, right = ml + b * delta, ml + (b + 1) * delta, ml + (b + 2) * delta
+        up = (fm > left) & (fm <= center)
+        down = (fm > center) & (fm < right)
+        w[b, :padded // 2][up] = (fm[up] - left) / (center - left)
+        w[b, :padded // 2][down] = (right - fm[down]) / (right - center)
+    return w
+
+
+def test_one_frame_by_hand():
+    """MFCC and fbank of one 25 ms frame at 8 kHz computed step by step in numpy."""
+    rate, n = 8000, 200
+    x = speechlike(n, rate, seed=3).astype(np.float64)
+    f = x - x.mean()                                       # remove DC
+    log_energy = np.log(np.dot(f, f))                       # raw energy (before preemphasis)
+    f = np.concatenate([[f[0] - 0.97 * f[0]], f[1:] - 0.97 * f[:-1]])   # preemphasis
+    i = np.arange(n)
+    f = f * (0.5 - 0.5 * np.cos(2 * np.pi * i / (n - 1))) ** 0.85      # povey window
+    power = np.abs(np.fft.rfft(f, 256)) ** 2                # 256-point FFT
+    mel = hand_mel_banks(23, 256, rate, 20.0, 4000.0) @ power
+    logmel = np.log(mel)
+    fbank = FeatureComputer("fbank", values("fbank", sample_frequency=8000.0, dither=0.0)).compute(
+        x.astype(np.float32), "u")
+    assert fbank.shape == (1, 23)
+    assert np.allclose(fbank[0], logmel, rtol=0, atol=2e-4)
+    k = np.arange(13)[:, None]
+    dct = np.sqrt(2 / 23) * np.cos(np.pi / 23 * (np.arange(23)[None, :] + 0.5) * k)
+    dct[0] = np.sqrt(1 / 23)
+    ceps = (dct @ logmel) * (1 + 11 * np.sin(np.pi * np.arange(13) / 22))   # lifter Q=22
+    ceps[0] = log_energy                                    # --use-energy=true (default)
+    mfcc = FeatureComputer("mfcc", values("mfcc", sample_frequency=8000.0, dither=0.0)).compute(
+        x.astype(np.float32), "u")
+    assert mfcc.shape == (1, 13)
+    assert np.allclose(mfcc[0], ceps, rtol=0, atol=5e-4)
+    # too short for a frame: zero rows; snip-edges=false: round(n / shift) frames
+    assert FeatureComputer("mfcc", values("mfcc", sample_frequency=8000.0)).compute(
+        x[:199].astype(np.float32), "u").shape == (0, 13)
+    assert FeatureComputer("mfcc", values("mfcc", sample_frequency=8000.0, snip_edges=False)).compute(
+        x[:199].astype(np.float32), "u").shape == (2, 13)
+
+
+def test_dither_is_deterministic_per_utterance():
+    x = speechlike(8000, 8000)
+    x[1000:7000] = 0.0                        # digital silence: the dither noise is all there is
+    for mode in ("waveform", "frame"):
+        fc = FeatureComputer("fbank", values("fbank", sample_frequency=8000.0, dither_mode=mode))
+        a, b, c = fc.compute(x, "spk1-utt1"), fc.compute(x, "spk1-utt2"), fc.compute(x, "spk1-utt1")
+        assert np.array_equal(a, c), mode               # same utterance -> same noise, any order
+        assert not np.array_equal(a, b), mode
+        clean = FeatureComputer("fbank", values("fbank", sample_frequency=8000.0, dither=0.0)).compute(x, "u")
+        speech = slice(0, 7)
+        assert np.allclose(a[speech], clean[speech], atol=0.05)     # dither 1 is tiny vs speech
+        silent = slice(15, 65)
+        assert np.all(clean[silent] < -14)               # log of the epsilon floor without dither
+        # with dither: N(0, 1) noise per sample; its expected mel energy after preemphasis and the
+        # povey window is sum_k w[b,k] * sum_n win[n]^2 * |1 - 0.97 e^{-i omega_k}|^2
+        n = np.arange(200)
+        win2 = ((0.5 - 0.5 * np.cos(2 * np.pi * n / 199)) ** 0.85) ** 2
+        omega = 2 * np.pi * np.arange(129) / 256
+        expect = hand_mel_banks(23, 256, 8000, 20.0, 4000.0) @ (win2.sum() * np.abs(1 - 0.97 * np.exp(-1j * omega)) ** 2)
+        got = a[silent].mean(axis=0)
+        # E[log chi-square-like energy] sits a little below log E[energy]
+        assert np.all(got < np.log(expect) + 0.3) and np.all(got > np.log(expect) - 1.0), (got, np.log(expect))
+    # other seed offset -> other noise
+    fc2 = FeatureComputer("fbank", values("fbank", sample_frequency=8000.0, dither_seed=5))
+    assert not np.array_equal(fc2.compute(x, "spk1-utt1"), a)
+
+
+def test_vtln_warp():
+    x = speechlike(8000, 8000)
+    v = values("mfcc", sample_frequency=8000.0, dither=0.0)
+    fc = FeatureComputer("mfcc", v)
+    plain, warped = fc.compute(x, "u"), fc.compute(x, "u", vtln_warp=1.1)
+    assert plain.shape == warped.shape and not np.allclose(plain, warped, atol=1e-2)
+    assert np.allclose(fc.compute(x, "u", vtln_warp=1.0), plain)
+    # warped mel banks move the centres down for warp > 1 (frequencies are scaled up)
+    opts = knf_options("mfcc", v)
+    m1 = knf.MelBanks(opts.mel_opts, opts.frame_opts, 1.0).get_matrix()
+    m2 = knf.MelBanks(opts.mel_opts, opts.frame_opts, 1.1).get_matrix()
+    assert np.argmax(m2[10]) < np.argmax(m1[10])
+
+
+def test_torchaudio_backend_parity():
+    pytest.importorskip("torchaudio")
+    x = speechlike(8000, 8000)
+    for kind in ("mfcc", "fbank"):
+        v = values(kind, sample_frequency=8000.0, dither=0.0)
+        a = FeatureComputer(kind, v).compute(x, "u")
+        b = FeatureComputer(kind, v, backend="torchaudio").compute(x, "u")
+        assert np.allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(a).max())
+
+
+# -- options and config files ------------------------------------------------------------------------
+
+def parser(kind="mfcc"):
+    from pynnet.feat.compute import register_options
+    p = KaldiOptions("usage")
+    register_options(p, kind)
+    return p
+
+
+def test_config_file_parsing(tmp_path):
+    conf = tmp_path / "mfcc.conf"
+    conf.write_text("# MFCC for telephone speech\n--use-energy=false   # only non-default option\n\n"
+                    "--sample-frequency=8000\n--num_mel_bins=20\n--snip-edges\n")
+    v, pos = parser().parse([f"--config={conf}", "--num-mel-bins=21", "in", "out"])
+    assert pos == ["in", "out"]
+    assert v["use_energy"] is False and v["sample_frequency"] == 8000.0 and v["num_mel_bins"] == 21
+    assert v["snip_edges"] is True and v["dither"] == 1.0 and v["num_ceps"] == 13
+    v, _ = parser().parse(["--use-energy=f", "--dither=0", "--window-type=hamming"])
+    assert v["use_energy"] is False and v["dither"] == 0.0 and v["window_type"] == "hamming"
+
+
+@pytest.mark.parametrize("line,msg", [
+    ("--bogus-option=3", r"mfcc\.conf:2: unknown option --bogus-option"),
+    ("--num-ceps=abc", r"mfcc\.conf:2: invalid value for --num-ceps: 'abc' is not an integer"),
+    ("--use-energy=maybe", r"mfcc\.conf:2: invalid value for boolean option --use-energy"),
+    ("--window-type=gauss", r"mfcc\.conf:2: invalid value for --window-type: 'gauss' \(expected one of"),
+    ("use-energy=false", r"mfcc\.conf:2: line does not look like an option"),
+    ("--dither", r"mfcc\.conf:2: option --dither needs a value"),
+])
+def test_bad_config_lines(tmp_path, line, msg):
+    conf = tmp_path / "mfcc.conf"
+    conf.write_text(f"--sample-frequency=8000\n{line}\n")
+    with pytest.raises(PynnetError, match=msg):
+        parser().parse([f"--config={conf}", "a", "b"])
+
+
+def test_bad_command_lines_and_values(tmp_path):
+    with pytest.raises(PynnetError, match="command line: unknown option --num-cepz"):
+        parser().parse(["--num-cepz=3"])
+    with pytest.raises(PynnetError, match=r"cannot open config file"):
+        parser().parse([f"--config={tmp_path}/none.conf"])
+    with pytest.raises(PynnetError, match="after a positional argument"):
+        parser().parse(["a", "--dither=0"])
+    for over, msg in [({"num_ceps": 30}, "--num-ceps=30 must be between 1 and --num-mel-bins=23"),
+                      ({"high_freq": 5000.0, "sample_frequency": 8000.0}, "bad values in options: --low-freq"),
+                      ({"num_mel_bins": 2}, "--num-mel-bins must be at least 3"),
+                      ({"num_mel_bins": 120, "sample_frequency": 8000.0}, "bad feature options"),
+                      ({"frame_length": 0.0}, "must be positive")]:
+        with pytest.raises(PynnetError, match=msg):
+            FeatureComputer("mfcc", values("mfcc", **over))
+
+
+# -- CMVN, deltas, splicing -------------------------------------------------------------------------
+
+@pytest.fixture
+def feats():
+    rng = np.random.default_rng(11)
+    return (rng.standard_normal((57, 13)) * 3 + np.arange(13)).astype(np.float32)
+
+
+def test_cmvn_stats_format_and_apply(feats):
+    st = cmvn_stats(feats)
+    x = feats.astype(np.float64)
+    assert st.shape == (2, 14) and st.dtype == np.float64
+    assert np.allclose(st[0, :13], x.sum(0)) and st[0, 13] == 57
+    assert np.allclose(st[1, :13], (x * x).sum(0)) and st[1, 13] == 0
+    assert np.allclose(st, knf.compute_cmvn_stats(feats))
+    mean = x.mean(0)
+    assert np.allclose(apply_cmvn(feats, st), x - mean, atol=1e-5)
+    std = np.sqrt((x * x).mean(0) - mean ** 2)
+    assert np.allclose(apply_cmvn(feats, st, norm_vars=True), (x - mean) / std, atol=1e-5)
+    for nv in (False, True):
+        o = knf.CmvnOptions()
+        o.norm_vars = nv
+        assert np.allclose(apply_cmvn(feats, st, nv), knf.apply_cmvn(st, o, feats), atol=1e-6)
+    # speaker stats applied to one of its utterances
+    other = feats[:10] + 1
+    spk = cmvn_stats(np.vstack([feats, other]))
+    assert np.allclose(apply_cmvn(other, spk), other - np.vstack([feats, other]).astype(np.float64).mean(0),
+                       atol=1e-5)
+    with pytest.raises(PynnetError, match="insufficient stats .* count = 0"):
+        apply_cmvn(feats, np.zeros((2, 14)), name="spk1")
+    with pytest.raises(PynnetError, match="do not match features of dimension 13"):
+        apply_cmvn(feats, np.zeros((2, 10)))
+
+
+def test_deltas_against_direct_formula(feats):
+    s = delta_scales(2, 2)
+    assert np.allclose(s[1], np.arange(-2, 3) / 10)
+    assert np.allclose(s[2], np.convolve(s[1], s[1]))
+    assert np.allclose(s[2], [0.04, 0.04, 0.01, -0.04, -0.1, -0.04, 0.01, 0.04, 0.04])
+    out = add_deltas(feats, 2, 2)
+    t = feats.shape[0]
+    pad = lambda j: feats[np.clip(np.arange(t) + j, 0, t - 1)].astype(np.float64)   # noqa: E731
+    d1 = sum(j * pad(j) for j in range(-2, 3)) / 10
+    d2 = sum(w * pad(j) for j, w in zip(range(-4, 5), np.convolve(np.arange(-2, 3), np.arange(-2, 3)) / 100))
+    assert out.shape == (57, 39) and out.dtype == np.float32
+    assert np.array_equal(out[:, :13], feats)
+    assert np.allclose(out[:, 13:26], d1, atol=1e-5) and np.allclose(out[:, 26:], d2, atol=1e-5)
+    o = knf.DeltaOptions()
+    o.order, o.window = 2, 2
+    assert np.allclose(out, knf.compute_deltas(o, feats), atol=1e-6)
+    assert add_deltas(feats[:1], 2, 2).shape == (1, 39)
+    assert np.allclose(add_deltas(feats[:1], 2, 2)[:, 13:], 0, atol=1e-6)   # one frame: no slope
+
+
+def test_splice_against_direct_formula(feats):
+    out = splice_feats(feats, 3, 2)
+    assert out.shape == (57, 13 * 6)
+    for t in (0, 1, 30, 55, 56):
+        want = np.concatenate([feats[min(max(t + j, 0), 56)] for j in range(-3, 3)])
+        assert np.array_equal(out[t], want)
+    o = knf.SpliceOptions()
+    o.left_context, o.right_context = 5, 5
+    assert np.array_equal(splice_feats(feats, 5), knf.splice_frames(feats, o))
+
+
+# -- programs and scripts -------------------------------------------------------------------------------
+
+def make_data_dir(d, rate=8000, n_utts=4, pipe_last=True):
+    d.mkdir(parents=True, exist_ok=True)
+    wav, utt2spk = [], []
+    for i in range(n_utts):
+        utt = f"spk{i % 2}-utt{i}"
+        x = speechlike(rate // 2 + 400 * i, rate, seed=i).astype(np.int16)
+        sf.write(str(d / f"{utt}.wav"), x, rate, subtype="PCM_16")
+        wav.append((utt, f"cat {d}/{utt}.wav |" if pipe_last and i == n_utts - 1 else f"{d}/{utt}.wav"))
+        utt2spk.append((utt, f"spk{i % 2}"))
+    wav.sort()
+    utt2spk.sort()
+    (d / "wav.scp").write_text("".join(f"{u} {w}\n" for u, w in wav))
+    (d / "utt2spk").write_text("".join(f"{u} {s}\n" for u, s in utt2spk))
+    spk2utt: dict[str, list[str]] = {}
+    for u, s in utt2spk:
+        spk2utt.setdefault(s, []).append(u)
+    (d / "spk2utt").write_text("".join(f"{s} {' '.join(us)}\n" for s, us in sorted(spk2utt.items())))
+    return d
+
+
+def run_main(fn, args, capsys):
+    rc = fn(args)
+    err = capsys.readouterr().err
+    return rc, err
+
+
+def test_compute_feats_program(tmp_path, capsys):
+    from pynnet.bin.feat import compute_cmvn_stats, compute_fbank_feats, compute_mfcc_feats
+    d = make_data_dir(tmp_path / "data")
+    conf = tmp_path / "mfcc.conf"
+    conf.write_text("--use-energy=false\n--sample-frequency=8000\n")
+    ark, scp = tmp_path / "raw.ark", tmp_path / "raw.scp"
+    rc, err = run_main(compute_mfcc_feats, [f"--config={conf}", "--write-num-frames=ark,t:" + str(tmp_path / "nf"),
+                                            f"scp:{d}/wav.scp", f"ark,scp:{ark},{scp}"], capsys)
+    assert rc == 0, err
+    assert "Done 4 out of 4 utterances" in err
+    got = kaldiio.load_scp(str(scp))
+    assert list(got) == sorted(got) and len(got) == 4
+    fc = FeatureComputer("mfcc", values("mfcc", sample_frequency=8000.0, use_energy=False))
+    for utt in got:
+        x, _ = sf.read(str(d / f"{utt}.wav"), dtype="int16")
+        assert np.array_equal(got[utt], fc.compute(x.astype(np.float32), utt))
+    nf = dict(line.split() for line in open(tmp_path / "nf"))
+    assert {u: int(n) for u, n in nf.items()} == {u: m.shape[0] for u, m in got.items()}
+    # Kaldi's text form is readable too
+    rc, err = run_main(compute_fbank_feats, ["--sample-frequency=8000", "--num-mel-bins=40", "--dither=0",
+                                             f"scp:{d}/wav.scp", f"ark,t:{tmp_path}/fb.txt"], capsys)
+    assert rc == 0, err
+    fb = dict(kaldiio.load_ark(str(tmp_path / "fb.txt")))
+    assert all(m.shape[1] == 40 for m in fb.values())
+    # CMVN stats per speaker
+    rc, err = run_main(compute_cmvn_stats, [f"--spk2utt=ark:{d}/spk2utt", f"scp:{scp}",
+                                            f"ark,scp:{tmp_path}/cmvn.ark,{tmp_path}/cmvn.scp"], capsys)
+    assert rc == 0, err
+    st = kaldiio.load_scp(str(tmp_path / "cmvn.scp"))
+    assert sorted(st) == ["spk0", "spk1"]
+    want = cmvn_stats(np.vstack([got["spk0-utt0"], got["spk0-utt2"]]))
+    assert st["spk0"].dtype == np.float64 and np.allclose(st["spk0"], want)
+
+
+def test_compute_feats_errors_are_one_line_and_write_nothing(tmp_path, capsys):
+    from pynnet.bin.feat import compute_mfcc_feats
+    d = make_data_dir(tmp_path / "data", pipe_last=False)
+    out = [f"ark,scp:{tmp_path}/o.ark,{tmp_path}/o.scp"]
+    conf = tmp_path / "bad.conf"
+    conf.write_text("--sample-frequency=8000\n--use-energy=nope\n")
+    cases = [
+        ([f"--config={conf}", f"scp:{d}/wav.scp"] + out, r"bad\.conf:2: invalid value for boolean option --use-energy"),
+        ([f"scp:{d}/wav.scp"] + out, r"sample frequency mismatch for 'spk0-utt0': the data has 8000 Hz but "
+                                     r"--sample-frequency=16000"),
+        (["--sample-frequency=8000", f"scp:{d}/none.scp"] + out, r"none\.scp: no such file"),
+        (["--sample-frequency=8000", f"scp:{d}/wav.scp"], r"wrong number of arguments"),
+        (["--sample-frequency=8000", f"scp:{d}/wav.scp", "ark,scp:only-one"], r"bad wspecifier"),
+    ]
+    for args, msg in cases:
+        rc, err = run_main(compute_mfcc_feats, args, capsys)
+        lines = [ln for ln in err.splitlines() if ln.startswith("ERROR")]
+        assert rc == 1 and len(lines) == 1, err
+        import re
+        assert re.search(msg, lines[0]), lines[0]
+        assert not os.path.exists(tmp_path / "o.ark") and not os.path.exists(tmp_path / "o.scp")
+    # a bad wav.scp line: the utterance fails, the program says which and exits 1
+    with open(d / "wav.scp", "a") as f:
+        f.write("spk9-utt9 cat /no/such/file.wav |\n")
+    rc, err = run_main(compute_mfcc_feats, ["--sample-frequency=8000", f"scp:{d}/wav.scp"] + out, capsys)
+    assert rc == 1
+    assert "wav.scp:5: command failed" in err and "1 utterance(s) produced no features" in err
+
+
+def test_read_features_from_a_data_dir(tmp_path, capsys):
+    from pynnet.bin.feat import compute_cmvn_stats, compute_mfcc_feats
+    d = make_data_dir(tmp_path / "data")
+    assert compute_mfcc_feats(["--sample-frequency=8000", f"scp:{d}/wav.scp",
+                               f"ark,scp:{tmp_path}/f.ark,{d}/feats.scp"]) == 0
+    with pytest.raises(PynnetError, match="no cmvn.scp"):
+        next(read_features(d))
+    assert compute_cmvn_stats([f"--spk2utt=ark:{d}/spk2utt", f"scp:{d}/feats.scp",
+                               f"ark,scp:{tmp_path}/c.ark,{d}/cmvn.scp"]) == 0
+    raw = dict(kaldiio.load_scp(str(d / "feats.scp")))
+    spk0 = np.vstack([raw["spk0-utt0"], raw["spk0-utt2"]]).astype(np.float64)
+    got = dict(read_features(d, delta_order=2, splice=1))
+    assert list(got) == list(raw) and all(m.dtype == np.float32 for m in got.values())
+    assert got["spk0-utt0"].shape == (raw["spk0-utt0"].shape[0], 13 * 3 * 3)
+    assert feature_dim(d, delta_order=2, splice=1) == 117 and feature_dim(d) == 13
+    normed = dict(read_features(d, norm_vars=True))
+    want = (raw["spk0-utt2"] - spk0.mean(0)) / spk0.std(0)
+    assert np.allclose(normed["spk0-utt2"], want, atol=1e-4)
+    # CMVN over the speaker's frames: the speaker's normalized frames have mean 0, std 1
+    both = np.vstack([normed["spk0-utt0"], normed["spk0-utt2"]])
+    assert np.allclose(both.mean(0), 0, atol=1e-4) and np.allclose(both.std(0), 1, atol=1e-4)
+    middle = dict(read_features(d, cmvn=False, splice=1))["spk1-utt1"]
+    assert np.array_equal(middle[5, 13:26], raw["spk1-utt1"][5])
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
+    env["LC_ALL"] = "C"
+    return env
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(ROOT, "utils", "run.pl")), reason="needs utils/run.pl")
+def test_make_mfcc_and_cmvn_scripts(tmp_path):
+    d = make_data_dir(tmp_path / "data" / "train", n_utts=4)
+    # one recording holding two segments; the segments become the utterances
+    seg = tmp_path / "data" / "seg"
+    seg.mkdir()
+    x = speechlike(8000 * 2, 8000).astype(np.int16)
+    sf.write(str(seg / "rec1.wav"), x, 8000, subtype="PCM_16")
+    (seg / "wav.scp").write_text(f"rec1 {seg}/rec1.wav\n")
+    (seg / "segments").write_text("rec1-a rec1 0.0 0.9\nrec1-b rec1 0.9 2.2\n")
+    (seg / "utt2spk").write_text("rec1-a rec1\nrec1-b rec1\n")
+    (seg / "spk2utt").write_text("rec1 rec1-a rec1-b\n")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "mfcc.conf").write_text("--use-energy=false\n--sample-frequency=8000\n")
+    (conf / "fbank.conf").write_text("--num-mel-bins=40\n--sample-frequency=8000\n")
+    env = _env()
+    r = subprocess.run(f"{ROOT}/steps/make_mfcc.sh --nj 2 --cmd run.pl data/train exp/make_mfcc/train mfcc && "
+                       f"{ROOT}/steps/compute_cmvn_stats.sh data/train exp/make_mfcc/train mfcc && "
+                       f"{ROOT}/steps/make_fbank.sh --nj 1 data/seg exp/make_fbank/seg fbank",
+                       shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Succeeded creating MFCC features for train" in r.stdout
+    assert "Succeeded creating FBANK features for seg" in r.stdout
+    feats = kaldiio.load_scp(str(d / "feats.scp"))
+    assert list(feats) == [ln.split()[0] for ln in open(d / "utt2spk")]
+    assert all(str(tmp_path / "mfcc") in ln for ln in open(d / "feats.scp"))    # absolute ark paths
+    assert (d / "frame_shift").read_text() == "0.010\n" and (d / "conf" / "mfcc.conf").exists()
+    nf = dict(ln.split() for ln in open(d / "utt2num_frames"))
+    assert {u: int(n) for u, n in nf.items()} == {u: m.shape[0] for u, m in feats.items()}
+    assert sorted(kaldiio.load_scp(str(d / "cmvn.scp"))) == ["spk0", "spk1"]
+    assert feature_dim(d, delta_order=2) == 39
+    sfeats = kaldiio.load_scp(str(seg / "feats.scp"))
+    assert {u: m.shape for u, m in sfeats.items()} == {"rec1-a": (88, 40), "rec1-b": (108, 40)}   # b clipped at 2.0 s
+    # compressed by default (as Kaldi): close to the uncompressed computation
+    fc = FeatureComputer("fbank", values("fbank", sample_frequency=8000.0, num_mel_bins=40))
+    assert np.allclose(sfeats["rec1-b"], fc.compute(x[7200:16000].astype(np.float32), "rec1-b"), atol=0.1)
+
+    # a job that fails: a clear message naming the logs, exit status 1, no feats.scp
+    bad = make_data_dir(tmp_path / "data" / "bad", n_utts=2, pipe_last=False)
+    with open(bad / "wav.scp", "a") as f:
+        f.write("spk9-x /no/such.wav\n")
+    with open(bad / "utt2spk", "a") as f:
+        f.write("spk9-x spk9\n")
+    (bad / "spk2utt").write_text("spk0 spk0-utt0\nspk1 spk1-utt1\nspk9 spk9-x\n")
+    r = subprocess.run(f"{ROOT}/steps/make_mfcc.sh --nj 1 data/bad exp/bad mfcc", shell=True, cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "no such audio file" in r.stderr and "exp/bad/make_mfcc_bad.*.log" in r.stderr
+    assert not (bad / "feats.scp").exists()
