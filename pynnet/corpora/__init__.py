@@ -1,0 +1,1 @@
+"""Corpus preparation (uses pynnet.io only): the built-in synthesised corpus (``synth``)."""

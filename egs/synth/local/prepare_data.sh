@@ -10,9 +10,10 @@
 # Re-running with the same options and an intact <db-dir> does nothing (delete <db-dir>/.done
 # to force it).
 
-train_hours=1.0     # hours of training audio
-dev_minutes=8       # minutes of dev audio
-test_minutes=10     # minutes of test audio
+# sizes; empty = the program's default (or the --tiny preset's)
+train_hours=        # hours of training audio [1.0]
+dev_minutes=        # minutes of dev audio [8]
+test_minutes=       # minutes of test audio [10]
 seed=1
 nj=2                # parallel synthesis processes
 tiny=false          # test preset: a few dozen short utterances
@@ -26,9 +27,9 @@ synth_config=       # optional JSON of SynthConfig fields (see pynnet-synth-corp
 help_message="Usage: $0 [options] <db-dir> <data-dir>
  e.g.: $0 --train-hours 1 --nj 2 db data
 Options:
-  --train-hours <h>     hours of training audio [$train_hours]
-  --dev-minutes <m>     minutes of dev audio [$dev_minutes]
-  --test-minutes <m>    minutes of test audio [$test_minutes]
+  --train-hours <h>     hours of training audio [1.0]
+  --dev-minutes <m>     minutes of dev audio [8]
+  --test-minutes <m>    minutes of test audio [10]
   --seed <n>            random seed [$seed]
   --nj <n>              parallel synthesis processes [$nj]
   --tiny <true|false>   tiny test preset [$tiny]
@@ -48,19 +49,19 @@ fi
 db=$1
 data=$2
 
-opts=(--seed "$seed" --nj "$nj")
+opts=(--seed "$seed")
 [ -n "$snr_db" ] && opts+=(--snr-db "$snr_db")
 [ -n "$reverb_prob" ] && opts+=(--reverb-prob "$reverb_prob")
 [ -n "$rate_wpm" ] && opts+=(--rate-wpm "$rate_wpm")
 [ -n "$lm_sentences" ] && opts+=(--lm-sentences "$lm_sentences")
-if [ "$tiny" = true ]; then
-  opts+=(--tiny)  # the preset's own sizes
-else
-  opts+=(--train-hours "$train_hours" --dev-minutes "$dev_minutes" --test-minutes "$test_minutes")
-fi
+[ "$tiny" = true ] && opts+=(--tiny)
+[ -n "$train_hours" ] && opts+=(--train-hours "$train_hours")
+[ -n "$dev_minutes" ] && opts+=(--dev-minutes "$dev_minutes")
+[ -n "$test_minutes" ] && opts+=(--test-minutes "$test_minutes")
 [ -n "$synth_config" ] && opts+=(--config "$synth_config")
 
-stamp="${opts[*]}"
+stamp="${opts[*]}"  # the corpus does not depend on --nj
+opts+=(--nj "$nj")
 if [ -f "$db/.done" ] && [ "$(cat "$db/.done")" = "$stamp" ] &&
    [ -f "$data/train/wav.scp" ] && [ -f "$data/test/wav.scp" ] && [ -f "$data/dev/wav.scp" ] &&
    [ -f "$data/local/dict/lexicon.txt" ] && [ -f "$data/local/lm/train.txt" ]; then
