@@ -297,6 +297,35 @@ def test_reordered_alignments_and_jobs_give_the_same_stats(data, stats, tmp_path
     np.testing.assert_allclose(tot.sumsq, stats.sumsq)
 
 
+def test_kaldi_treeacc_format_round_trips(stats, tmp_path):
+    for binary in (True, False):
+        stats.save(tmp_path / "k.treeacc", kaldi=True, binary=binary)
+        head = (tmp_path / "k.treeacc").read_bytes()[:6]
+        assert head == (b"\0BBTS " if binary else b"BTS " + str(stats.num_events).encode()[:2])
+        back = TreeStats.load(tmp_path / "k.treeacc")
+        assert (back.context_width, back.central_position) == (3, 1)
+        np.testing.assert_array_equal(back.events, stats.events)
+        np.testing.assert_array_equal(back.counts, stats.counts)
+        np.testing.assert_array_equal(back.sums, stats.sums)      # repr/doubles: exact
+        np.testing.assert_array_equal(back.sumsq, stats.sumsq)
+    data = (tmp_path / "k.treeacc").read_bytes()
+    (tmp_path / "cut").write_bytes(data[:len(data) // 2])
+    with pytest.raises(PynnetError, match="cut"):
+        TreeStats.load(tmp_path / "cut")
+    (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(PynnetError, match="junk.npz"):
+        TreeStats.load(tmp_path / "junk.npz")
+
+
+def test_objective_matches_kaldi_gauss_clusterable():
+    rng = np.random.default_rng(0)
+    for n, scale in ((7, [1.0, 0.05, 2.0]), (1, [1.0, 1.0, 1.0]), (50, [3.0, 0.001, 0.2])):
+        x = rng.normal(size=(n, 3)) * scale + 5.0
+        g = khg.GaussClusterable(x.sum(0), (x * x).sum(0), 0.01, float(n))
+        ours = gauss_objf(np.array(float(n)), x.sum(0), (x * x).sum(0), 0.01)
+        assert ours == pytest.approx(g.objf(), rel=1e-5, abs=1e-4)
+
+
 def test_bad_utterances_are_skipped(data):
     _, _, tm, alis, feats, _ = data
     k = list(alis)[:4]
@@ -538,7 +567,9 @@ def test_programs_end_to_end(data, tmp_path):
     for j in (1, 2):
         _run(["pynnet-acc-tree-stats", "--ci-phones=1", d / "mono.mdl", f"scp:{d}/feats.scp", d / f"ali.{j}.gz",
               d / f"{j}.treeacc"])
-    _run(["pynnet-sum-tree-stats", d / "treeacc", d / "1.treeacc", d / "2.treeacc"])
+    # Kaldi-format treeacc from sum-tree-stats is read by the later programs
+    _run(["pynnet-sum-tree-stats", "--kaldi-format=true", d / "treeacc", d / "1.treeacc", d / "2.treeacc"])
+    assert (d / "treeacc").read_bytes().startswith(b"\0BBTS ")
     _run(["pynnet-cluster-phones", d / "treeacc", d / "sets.int", d / "questions.int"])
     with open(d / "questions.int", "a") as f:
         f.write((d / "extra_questions.int").read_text())

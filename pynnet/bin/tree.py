@@ -85,6 +85,12 @@ def _read_phone_map(path: str) -> np.ndarray:
     return m
 
 
+def _stats_format_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kaldi-format", type=_bool, default=False, help="write Kaldi's treeacc format instead of "
+                   "pynnet's .npz (both are read by every program)")
+    p.add_argument("--binary", type=_bool, default=True, help="with --kaldi-format: binary or text")
+
+
 def _topology(path: str):
     from pynnet.hmm.tree import load_topology
     return load_topology(path)
@@ -105,6 +111,7 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
                    "variance floor is applied by build-tree/gmm-init-model")
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options when features is a data dir")
     p.add_argument("--delta-order", type=int, default=2, help="delta order when features is a data dir")
+    _stats_format_opts(p)
     p.add_argument("model")
     p.add_argument("features")
     p.add_argument("alignments")
@@ -129,7 +136,7 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
     if counts["done"] == 0:
         fail("no utterances accumulated (do the alignments match the features?)", a.alignments)
     _log(f"Number of separate stats (context-dependent states) is {stats.num_events}")
-    stats.save(a.accs_out)
+    stats.save(a.accs_out, kaldi=a.kaldi_format, binary=a.binary)
     return 0
 
 
@@ -138,6 +145,7 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
 def sum_tree_stats_main(argv: list[str] | None = None) -> int:
     p = _parser("pynnet-sum-tree-stats", "Sum tree statistics (Kaldi sum-tree-stats).  "
                 "Usage: pynnet-sum-tree-stats <stats-out> <stats-in1> [<stats-in2> ...]")
+    _stats_format_opts(p)
     p.add_argument("stats_out")
     p.add_argument("stats_in", nargs="+")
     a = p.parse_args(argv)
@@ -148,7 +156,7 @@ def sum_tree_stats_main(argv: list[str] | None = None) -> int:
     except PynnetError as e:
         fail(str(e), a.stats_in[-1])
     _log(f"Wrote summed accs ({total.num_events} separate stats, {total.total_count():.0f} frames)")
-    total.save(a.stats_out)
+    total.save(a.stats_out, kaldi=a.kaldi_format, binary=a.binary)
     return 0
 
 
@@ -172,7 +180,7 @@ def cluster_phones_main(argv: list[str] | None = None) -> int:
     _setup_logging()
     from pynnet.hmm.questions import cluster_phones, kmeans_cluster_phones, write_int_sets
     from pynnet.hmm.tree import TreeStats, read_int_sets
-    stats = TreeStats.load(a.stats_in)
+    stats = TreeStats.load(a.stats_in, a.context_width, a.central_position)
     if (stats.context_width, stats.central_position) != (a.context_width, a.central_position):
         fail(f"stats have context width {stats.context_width} / central position {stats.central_position}, "
              f"options say {a.context_width} / {a.central_position}", a.stats_in)
@@ -248,7 +256,7 @@ def build_tree_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.questions import Questions
     from pynnet.hmm.tree import TreeStats, build_tree, phone_to_num_pdf_classes, read_roots
     from pynnet.hmm.tree_io import write_tree
-    stats = TreeStats.load(a.stats_in)
+    stats = TreeStats.load(a.stats_in, a.context_width, a.central_position)
     if (stats.context_width, stats.central_position) != (a.context_width, a.central_position):
         fail(f"stats have context width {stats.context_width} / central position {stats.central_position}, "
              f"options say {a.context_width} / {a.central_position}", a.stats_in)
@@ -321,15 +329,12 @@ def gmm_init_model_main(argv: list[str] | None = None) -> int:
 
 def _write_vector(path: str, v: np.ndarray, binary: bool) -> None:
     """A Kaldi Vector<BaseFloat> file (what gmm-init-model --write-occs writes)."""
-    import struct
-
+    from pynnet.hmm.model_io import KaldiOutput
     from pynnet.io.atomic import atomic_write
-    v = np.asarray(v, dtype=np.float32)
+    w = KaldiOutput(binary)
+    w.float_vector(np.asarray(v, dtype=np.float32))
     with atomic_write(path, "wb") as f:
-        if binary:
-            f.write(b"\0BFV \x04" + struct.pack("<i", v.size) + v.astype("<f4").tobytes())
-        else:
-            f.write((" [ " + " ".join(f"{x:g}" for x in v) + " ]\n").encode())
+        f.write(w.getvalue())
 
 
 # --------------------------------------------------------------------------- convert-ali

@@ -12,9 +12,11 @@ phone at window position j, -1 where a key is absent.  Accumulation is vectorise
 utterance the event of every frame is built with array indexing, rows are encoded into one
 int64 and grouped with ``np.unique``; sums use ``np.add.reduceat`` over the sorted frames.
 
-Stats file (our format; Kaldi's ``treeacc`` is a different, binary format): a numpy ``.npz``
-with ``format='pynnet-treeacc-1'``, ``context_width``, ``central_position``, ``events`` (int32
-E x 1+N), ``counts`` (float64 E), ``sums`` and ``sumsq`` (float64 E x D).
+Stats file (our default format): a numpy ``.npz`` with ``format='pynnet-treeacc-1'``,
+``context_width``, ``central_position``, ``events`` (int32 E x 1+N), ``counts`` (float64 E),
+``sums`` and ``sumsq`` (float64 E x D).  Kaldi's own ``treeacc`` (``BTS`` of ``EV`` events and
+``GCL`` GaussClusterables, binary or text) is also read (detected from the content) and written
+(``save(..., kaldi=True)``), so stats can go to or come from Kaldi's build-tree.
 
 Tree building (``build_tree``) follows Kaldi's BuildTree: a stub map from phones/roots.int
 (one leaf per shared root, one per pdf-class for a not-shared root), greedy splitting of the
@@ -29,6 +31,7 @@ import heapq
 import logging
 import math
 import os
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -100,17 +103,121 @@ class TreeStats:
         return TreeStats(context_width, central_position, np.zeros((0, 1 + context_width), np.int32),
                          np.zeros(0), np.zeros((0, dim)), np.zeros((0, dim)))
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, kaldi: bool = False, binary: bool = True) -> None:
+        """Write our .npz (default) or, with ``kaldi=True``, Kaldi's treeacc format."""
+        if kaldi:
+            with atomic_write(path, "wb") as f:
+                f.write(self.to_kaldi_bytes(binary))
+            return
         with atomic_write(path, "wb") as f:
             np.savez(f, format=np.array(STATS_FORMAT), context_width=self.context_width,
                      central_position=self.central_position, events=self.events.astype(np.int32),
                      counts=self.counts, sums=self.sums, sumsq=self.sumsq)
 
+    def to_kaldi_bytes(self, binary: bool = True, var_floor: float = 0.01) -> bytes:
+        """Kaldi's treeacc serialisation (BuildTreeStats of GaussClusterable), ``\\0B`` header included."""
+        parts: list[bytes] = [b"\0B"] if binary else []
+        keys = self.keys
+        if binary:
+            parts.append(b"BTS \xfc" + struct.pack("<I", self.num_events))
+        else:
+            parts.append(f"BTS {self.num_events} ".encode())
+        d = self.dim
+        for ev, c, s, sq in zip(self.events, self.counts, self.sums, self.sumsq):
+            pairs = [(k, int(v)) for k, v in zip(keys, ev) if v >= 0]
+            if binary:
+                parts.append(b"EV \xfc" + struct.pack("<I", len(pairs))
+                             + b"".join(struct.pack("<bibi", 4, k, 4, v) for k, v in pairs))
+                parts.append(b"TGCL \x08" + struct.pack("<d", c) + b"\x08" + struct.pack("<d", var_floor)
+                             + b"DM \x04" + struct.pack("<i", 2) + b"\x04" + struct.pack("<i", d)
+                             + np.ascontiguousarray(np.vstack([s, sq]), dtype="<f8").tobytes())
+            else:
+                parts.append(("EV %d %s\n" % (len(pairs), "".join(f"{k} {v} " for k, v in pairs))).encode())
+                rows = "".join("\n  " + " ".join(repr(float(x)) for x in r) + " " for r in (s, sq))
+                parts.append(f"T GCL {float(c)!r} {var_floor!r}  [{rows}]\n".encode())
+        if not binary:
+            parts.append(b"\n")
+        return b"".join(parts)
+
     @staticmethod
-    def load(path: str | os.PathLike) -> "TreeStats":
+    def from_kaldi_bytes(data: bytes, path: str = "<bytes>", context_width: int | None = None,
+                         central_position: int | None = None) -> "TreeStats":
+        """Parse a Kaldi treeacc (from Kaldi's acc-tree-stats / sum-tree-stats).  Kaldi does not
+        store N/P: N defaults to the largest key + 1 and P to N // 2 (Kaldi's defaults 3/1)."""
+        from pynnet.hmm.model_io import KaldiInput
+        binary = data.startswith(b"\0B")
+        r = KaldiInput(data, path, 2 if binary else 0, binary)
+
+        def basic(size_expected: tuple[int, ...], fmt: str, text_type):
+            if binary:
+                size = struct.unpack("b", data[r.pos:r.pos + 1])[0]
+                if size not in size_expected:
+                    r.error(f"unexpected size byte {size}")
+                width = abs(size)
+                f = fmt if size == size_expected[0] else {"<d": "<f"}.get(fmt, fmt)
+                v = struct.unpack(f, data[r.pos + 1:r.pos + 1 + width])[0]
+                r.pos += 1 + width
+                return v
+            tok = r.token()
+            try:
+                return text_type(tok)
+            except ValueError:
+                r.error(f"expected a number, got '{tok}'")
+
+        r.expect("BTS")
+        n = basic((-4,), "<I", int)
+        events, counts, stats = [], [], []
+        for _ in range(n):
+            r.expect("EV")
+            k = basic((-4,), "<I", int)
+            ev = {}
+            for _ in range(k):
+                key = basic((4,), "<i", int)
+                ev[key] = basic((4,), "<i", int)
+            if binary:
+                flag = chr(data[r.pos])
+                r.pos += 1
+            else:
+                flag = r.token()
+            if flag not in ("T", "F"):
+                r.error(f"expected T or F, got '{flag}'")
+            if flag == "F":
+                continue
+            r.expect("GCL")
+            c = basic((8, 4), "<d", float)
+            basic((8, 4), "<d", float)  # var floor: build-tree takes it as an option
+            m = _double_matrix(r, data, binary)
+            if m.shape[0] != 2:
+                r.error("GaussClusterable stats must have 2 rows")
+            events.append(ev)
+            counts.append(c)
+            stats.append(m)
+        maxkey = max((max(e) for e in events if e), default=0)
+        nw = context_width if context_width is not None else maxkey + 1
+        pp = central_position if central_position is not None else nw // 2
+        if maxkey >= nw:
+            fail(f"stats have key {maxkey} but context width is {nw}", path)
+        ev_arr = np.full((len(events), 1 + nw), -1, np.int32)
+        for i, e in enumerate(events):
+            for key, v in e.items():
+                ev_arr[i, key + 1] = v
+        dim = stats[0].shape[1] if stats else 0
+        st = np.array(stats, dtype=np.float64).reshape(len(stats), 2, dim)
+        return reduce_stats(nw, pp, ev_arr, np.array(counts, np.float64), st[:, 0], st[:, 1])
+
+    @staticmethod
+    def load(path: str | os.PathLike, context_width: int | None = None,
+             central_position: int | None = None) -> "TreeStats":
+        """Read our .npz stats or a Kaldi treeacc (binary or text), detected from the content."""
         path = os.fspath(path)
         if not os.path.exists(path):
             fail("no such file", path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+        if head.startswith(b"\0BBTS") or head.lstrip().startswith(b"BTS"):
+            with open(path, "rb") as f:
+                data = f.read()
+            return TreeStats.from_kaldi_bytes(data, path, context_width, central_position)
         try:
             z = np.load(path, allow_pickle=False)
             if str(z["format"]) != STATS_FORMAT:
@@ -127,6 +234,46 @@ class TreeStats:
                 or st.sums.shape[0] != e or st.sumsq.shape != st.sums.shape):
             fail("inconsistent array shapes in tree-stats file", path)
         return st
+
+
+def _double_matrix(r, data: bytes, binary: bool) -> np.ndarray:
+    """A Kaldi matrix (FM/DM binary, or text ``[ rows ]``) at full precision."""
+    if binary:
+        tok = r.token()
+        if tok not in ("FM", "DM"):
+            r.error(f"expected a matrix (FM/DM), got {tok[:20]}")
+        rows, cols = r.int32(), r.int32()
+        width = 4 if tok == "FM" else 8
+        nbytes = rows * cols * width
+        if rows < 0 or cols < 0 or r.pos + nbytes > len(data):
+            r.error("truncated matrix")
+        a = np.frombuffer(data, dtype="<f4" if tok == "FM" else "<f8", count=rows * cols, offset=r.pos)
+        r.pos += nbytes
+        return a.reshape(rows, cols).astype(np.float64)
+    r.expect("[")
+    rows: list[list[float]] = [[]]
+    d, n = data, len(data)
+    while True:
+        while r.pos < n and d[r.pos] in b" \t\r":
+            r.pos += 1
+        if r.pos >= n:
+            r.error("unterminated matrix")
+        if d[r.pos] == 0x0A:  # newline: next row
+            r.pos += 1
+            if rows[-1]:
+                rows.append([])
+            continue
+        tok = r.token()
+        if tok == "]":
+            break
+        try:
+            rows[-1].append(float(tok))
+        except ValueError:
+            r.error(f"expected a number in a matrix, got '{tok}'")
+    rows = [x for x in rows if x]
+    if len({len(x) for x in rows}) > 1:
+        r.error("matrix rows of different lengths")
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(rows[0]) if rows else 0)
 
 
 def _encode_rows(events: np.ndarray) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]] | None:
