@@ -220,3 +220,159 @@ def test_grid_matches_brute_force_on_random_lattices():
                     stack.append((int(lat.dst[a]), c0 + w))
             if np.isfinite(best):
                 assert c == pytest.approx(best, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------------------
+# The programs and scripts end to end: exp dir with final.mdl, graph dir, data dir with feats
+# ------------------------------------------------------------------------------------------
+
+def _setup_exp(tmp_path, toy, utts: dict[str, list[int]], delta_order: int = 0):
+    import kaldiio
+    from pynnet.hmm.model_io import write_model
+
+    exp = tmp_path / "exp" / "mono"
+    graph = exp / "graph"
+    data = tmp_path / "data" / "test"
+    for d in (graph, data):
+        d.mkdir(parents=True)
+    write_model(str(exp / "final.mdl"), toy.tm, toy.am)
+    (exp / "cmvn_opts").write_text("--norm-means=false\n")
+    (exp / "delta_opts").write_text(f"--delta-order {delta_order}\n")
+    toy.hclg.write(str(graph / "HCLG.fst"))
+    (graph / "words.txt").write_text("".join(f"{w} {i}\n" for i, w in WORDS.items()))
+    with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as wr:
+        for i, (utt, words) in enumerate(sorted(utts.items())):
+            wr(utt, toy.feats(words, seed=10 + i))
+    (data / "text").write_text("".join(f"{u} {' '.join(WORDS[w] for w in ws)}\n" for u, ws in sorted(utts.items())))
+    (data / "utt2spk").write_text("".join(f"{u} {u.split('-')[0]}\n" for u in sorted(utts)))
+    spk = sorted({u.split('-')[0] for u in utts})
+    (data / "spk2utt").write_text("".join(f"{s} {' '.join(u for u in sorted(utts) if u.startswith(s + '-'))}\n"
+                                          for s in spk))
+    return exp, graph, data
+
+
+UTTS = {"spkA-u1": [1, 2, 3], "spkA-u2": [4, 5], "spkB-u3": [6, 1, 2, 2], "spkB-u4": [3],
+        "spkC-u5": [5, 6]}
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
+    env["LC_ALL"] = "C"
+    return env
+
+
+def test_decode_sh_and_scoring_end_to_end(tmp_path):
+    toy = Toy()
+    exp, graph, data = _setup_exp(tmp_path, toy, UTTS)
+    dec = exp / "decode_test"
+    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "2", "--acwt", "0.1",
+                        "--scoring-opts", "--min-lmwt 7 --max-lmwt 12",
+                        str(graph), str(data), str(dec)], cwd=ROOT, env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "RTF" in r.stdout
+    # Kaldi's decode dir layout
+    assert (dec / "num_jobs").read_text().strip() == "2"
+    for j in (1, 2):
+        assert (dec / f"lat.{j}.gz").exists() and (dec / "log" / f"decode.{j}.log").exists()
+    lats = dict(read_lattice_ark(str(dec / "lat.1.gz")))
+    lats.update(read_lattice_ark(f"ark:gunzip -c {dec}/lat.2.gz|"))
+    assert sorted(lats) == sorted(UTTS)
+    for lmwt in range(7, 13):
+        for wip in ("0.0", "0.5", "1.0"):
+            hyp = (dec / "scoring_kaldi" / f"penalty_{wip}" / f"{lmwt}.txt").read_text().splitlines()
+            assert len(hyp) == len(UTTS)
+            wer = (dec / f"wer_{lmwt}_{wip}").read_text()
+            assert wer.splitlines()[0].startswith("compute-wer --text --mode=present ark:")
+            assert wer.splitlines()[1].startswith("%WER ")
+            assert wer.splitlines()[3] == "Scored 5 sentences, 0 not present in hyp."
+    best = (dec / "scoring_kaldi" / "best_wer").read_text().strip()
+    assert best.startswith("%WER 0.00 [ 0 / 12, 0 ins, 0 del, 0 sub ]") and best.endswith("wer_7_0.0")
+    details = dec / "scoring_kaldi" / "wer_details"
+    assert (details / "lmwt").read_text().strip() == "7" and (details / "wip").read_text().strip() == "0.0"
+    assert "spkA-u1 #csid 3 0 0 0" in (details / "per_utt").read_text()
+    assert (details / "per_spk").read_text().splitlines()[-2].split()[:4] == ["SUM", "raw", "5", "12"]
+    assert (details / "ops").exists()
+
+
+def test_best_wer_is_minimum_over_grid(tmp_path):
+    # Noisy audio so that the grid points differ; best_wer must be the minimum of all wer_* files.
+    toy = Toy(word_costs={1: 0.5, 2: 3.0, 3: 0.5, 4: 3.0, 5: 0.5, 6: 3.0})
+    exp, graph, data = _setup_exp(tmp_path, toy, UTTS)
+    import kaldiio
+    with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as wr:
+        for i, (utt, words) in enumerate(sorted(UTTS.items())):
+            wr(utt, toy.feats(words, seed=20 + i, noise=1.1, frames_per_state=2))
+    dec = exp / "decode_test"
+    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "1", "--acwt", "0.1",
+                        "--scoring-opts", "--min-lmwt 1 --max-lmwt 20 --stats false", str(graph), str(data), str(dec)],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + r.stdout
+    wers = {}
+    for f in dec.glob("wer_*"):
+        line = [ln for ln in f.read_text().splitlines() if ln.startswith("%WER")][0]
+        wers[f.name] = float(line.split()[1])
+    assert len(wers) == 60
+    assert len(set(wers.values())) > 1, "grid points should differ on noisy audio"
+    best = (dec / "scoring_kaldi" / "best_wer").read_text().split()
+    assert float(best[1]) == min(wers.values())
+    assert wers[os.path.basename(best[-1])] == min(wers.values())
+
+
+def test_decode_sh_dimension_mismatch_is_one_line(tmp_path):
+    toy = Toy()
+    exp, graph, data = _setup_exp(tmp_path, toy, {"spkA-u1": [1, 2]}, delta_order=2)
+    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "1", str(graph), str(data), str(exp / "decode")],
+                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    err = [ln for ln in r.stderr.splitlines() if "decoding failed" in ln]
+    assert len(err) == 1 and "feature dimension 54" in err[0] and "model's 18" in err[0]
+    assert not list((exp / "decode").glob("lat.*.gz"))
+
+
+def test_decode_faster_mapped_program(tmp_path):
+    """The DNN path: loglikes ark -> lattices + words; same words as the GMM program."""
+    import kaldiio
+    toy = Toy()
+    exp, graph, data = _setup_exp(tmp_path, toy, UTTS)
+    scorer = GmmScorer(toy.am)
+    feats = kaldiio.load_scp(str(data / "feats.scp"))
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/loglikes.ark") as wr:
+        for utt in sorted(UTTS):
+            wr(utt, scorer.loglikes(feats[utt]))
+    env = _env()
+    r = subprocess.run(["pynnet-decode-faster-mapped", "--acoustic-scale=0.1", "--beam=13", "--lattice-beam=6",
+                        f"--word-symbol-table={graph}/words.txt", str(exp / "final.mdl"), str(graph / "HCLG.fst"),
+                        f"ark:{tmp_path}/loglikes.ark", f"ark:|gzip -c > {tmp_path}/lat.1.gz",
+                        f"ark,t:{tmp_path}/words.txt", f"ark:{tmp_path}/ali.1.gz"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    words = {ln.split()[0]: [int(w) for w in ln.split()[1:]] for ln in open(tmp_path / "words.txt")}
+    assert words == UTTS
+    from pynnet.hmm.ali_io import read_alignments
+    alis = read_alignments(str(tmp_path / "ali.1.gz"))
+    assert sorted(alis) == sorted(UTTS) and len(alis["spkA-u1"]) == feats["spkA-u1"].shape[0]
+    r2 = subprocess.run(["pynnet-gmm-latgen-faster", "--acoustic-scale=0.1", "--beam=13", "--lattice-beam=6",
+                         "--cmvn-opts", "--norm-means=false", "--delta-order", "0",
+                         str(exp / "final.mdl"), str(graph / "HCLG.fst"), str(data),
+                         f"ark,t:{tmp_path}/lat.gmm.txt", f"ark,t:{tmp_path}/words.gmm.txt"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert r2.returncode == 0, r2.stderr
+    assert open(tmp_path / "words.gmm.txt").read() == open(tmp_path / "words.txt").read()
+    # grid scoring of the mapped decoder's lattices with the program steps/score_kaldi.sh runs
+    r3 = subprocess.run(["pynnet-lattice-best-path-grid", "--min-lmwt", "9", "--max-lmwt", "10",
+                         "--word-symbol-table", str(graph / "words.txt"), str(tmp_path / "lat.1.gz"),
+                         str(tmp_path / "scoring")], env=env, capture_output=True, text=True, timeout=120)
+    assert r3.returncode == 0, r3.stderr
+    hyp = (tmp_path / "scoring" / "penalty_0.0" / "10.txt").read_text().splitlines()
+    assert hyp[0] == "spkA-u1 one two three"
+    # wrong number of columns: one-line error naming the rspecifier
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/bad.ark") as wr:
+        wr("u1", np.zeros((5, 7), np.float32))
+    r4 = subprocess.run(["pynnet-decode-faster-mapped", str(exp / "final.mdl"), str(graph / "HCLG.fst"),
+                         f"ark:{tmp_path}/bad.ark", f"ark:{tmp_path}/lat.bad.gz"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert r4.returncode == 1 and r4.stderr.count("\n") == 1
+    assert "have 7 columns but the model" in r4.stderr and "18 pdfs" in r4.stderr
+    assert not (tmp_path / "lat.bad.gz").exists()

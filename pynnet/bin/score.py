@@ -20,12 +20,19 @@ def _check_ints(table: dict[str, list[str]], spec: str) -> None:
                 fail(f"utterance '{key}': '{w}' is not an integer (use --text for word strings)", spec)
 
 
-def _bool(v: str) -> bool:
-    if v.lower() in ("true", "1", "yes"):
-        return True
-    if v.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true|false, got '{v}'")
+def _kaldi_bools(argv: list[str], flags: list[str]) -> list[str]:
+    """Kaldi writes boolean options as --opt, --opt=true or --opt=false; map them to flags."""
+    out = []
+    for a in argv:
+        name, eq, val = a.partition("=")
+        if name in flags and eq:
+            if val.lower() in ("true", "1"):
+                out.append(name)
+            elif val.lower() not in ("false", "0"):
+                fail(f"option {name}: expected true or false, got '{val}'")
+        else:
+            out.append(a)
+    return out
 
 
 @cli
@@ -34,15 +41,14 @@ def compute_wer_main(argv: list[str] | None = None) -> int:
     p = _parser("Compute WER by comparing transcriptions (Kaldi's compute-wer).",
                 "%(prog)s [--text] [--mode=present|all|strict] <ref-rspecifier> <hyp-rspecifier> [<stats-out>]\n"
                 "  e.g. %(prog)s --text --mode=present ark:data/test/text ark:hyp.txt")
-    p.add_argument("--text", nargs="?", const=True, default=False, type=_bool,
-                   help="expect word strings, not integers")
+    p.add_argument("--text", action="store_true", help="expect word strings, not integers")
     p.add_argument("--mode", default="strict",
                    help='"present": score utterances with a hypothesis; "all": absent ones count as '
                         'empty; "strict": an absent hypothesis is an error (default)')
     p.add_argument("ref")
     p.add_argument("hyp")
     p.add_argument("stats_out", nargs="?")
-    a = p.parse_args(argv)
+    a = p.parse_args(_kaldi_bools(sys.argv[1:] if argv is None else argv, ["--text"]))
     from pynnet.score.wer import align_words, compute_wer, read_transcripts
 
     ref = read_transcripts(a.ref)
@@ -144,4 +150,37 @@ def best_wer_main(argv: list[str] | None = None) -> int:
     if best is None:
         fail("no %WER lines in the input")
     print(best)
+    return 0
+
+
+@cli
+def score_grid_main(argv: list[str] | None = None) -> int:
+    """score-grid: compute-wer --text --mode=present for every penalty_P/LMWT.txt, one process."""
+    p = _parser("Write <decode-dir>/wer_<LMWT>_<P> (compute-wer --text --mode=present output) for "
+                "every hypothesis file <scoring-dir>/penalty_<P>/<LMWT>.txt, in one process.",
+                "%(prog)s [--min-lmwt 7] [--max-lmwt 17] [--word-ins-penalty 0.0,0.5,1.0] "
+                "<ref-text> <scoring-dir> <decode-dir>")
+    p.add_argument("--min-lmwt", type=int, default=7)
+    p.add_argument("--max-lmwt", type=int, default=17)
+    p.add_argument("--word-ins-penalty", default="0.0,0.5,1.0")
+    p.add_argument("--mode", default="present")
+    p.add_argument("ref")
+    p.add_argument("scoring_dir")
+    p.add_argument("decode_dir")
+    a = p.parse_args(argv)
+    from pynnet.io.atomic import atomic_write
+    from pynnet.score.wer import compute_wer, read_transcripts
+
+    ref = read_transcripts(a.ref)
+    pens = [x for x in a.word_ins_penalty.replace(",", " ").split()]
+    if a.min_lmwt > a.max_lmwt or not pens:
+        fail("empty grid (check --min-lmwt/--max-lmwt/--word-ins-penalty)")
+    for pen in pens:
+        for lmwt in range(a.min_lmwt, a.max_lmwt + 1):
+            hyp_file = os.path.join(a.scoring_dir, f"penalty_{pen}", f"{lmwt}.txt")
+            st = compute_wer(ref, read_transcripts(hyp_file), a.mode)
+            with atomic_write(os.path.join(a.decode_dir, f"wer_{lmwt}_{pen}")) as f:
+                # Kaldi's wer files start with the command line compute-wer logged to stderr.
+                f.write(f"compute-wer --text --mode={a.mode} ark:{a.ref} ark,p:{hyp_file}\n")
+                f.write("\n".join(st.lines()) + "\n")
     return 0

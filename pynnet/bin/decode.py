@@ -1,0 +1,327 @@
+"""Decoding programs (Kaldi's latgen family) and the lattice grid scorer.
+
+  pynnet-gmm-latgen-faster      [opts] <model> <HCLG.fst> <data-dir|feats-rspecifier> <lattice-wspecifier> [<words-wspecifier> [<alignments-wspecifier>]]
+  pynnet-decode-faster-mapped   [opts] <model> <HCLG.fst> <loglikes-rspecifier> <lattice-wspecifier> [<words-wspecifier> [<alignments-wspecifier>]]
+  pynnet-lattice-best-path-grid [opts] <lattice-rspecifier>... <scoring-dir>
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from pynnet.bin._cli import cli, prog_name
+from pynnet.io.errors import fail
+
+
+def _bool(v: str) -> bool:
+    if v.lower() in ("true", "1"):
+        return True
+    if v.lower() in ("false", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{v}'")
+
+
+def _glue_value(argv: list[str], opt: str) -> list[str]:
+    """``--cmvn-opts --norm-vars=true`` -> ``--cmvn-opts=--norm-vars=true`` (argparse would take
+    a value starting with -- for an option)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == opt and i + 1 < len(argv):
+            out.append(f"{opt}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def _decode_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--acoustic-scale", type=float, default=0.1, help="scale on acoustic log-likelihoods (default 0.1)")
+    p.add_argument("--beam", type=float, default=16.0, help="decoding beam (default 16.0)")
+    p.add_argument("--lattice-beam", type=float, default=10.0, help="lattice generation beam (default 10.0)")
+    p.add_argument("--max-active", type=int, default=2147483647,
+                   help="accepted for Kaldi compatibility; the lattice decoder prunes by beam only")
+    p.add_argument("--min-active", type=int, default=200, help="accepted for Kaldi compatibility")
+    p.add_argument("--prune-interval", type=int, default=25, help="frames between lattice pruning (default 25)")
+    p.add_argument("--allow-partial", type=_bool, default=True,
+                   help="output the best partial path when no final state is reached (default true)")
+    p.add_argument("--word-symbol-table", default="", help="words.txt, to log the words of each utterance")
+
+
+def _read_symbols(path: str) -> dict[int, str]:
+    from pynnet.io.tables import read_table_lines
+    out = {}
+    for n, sym, rest in read_table_lines(path, min_fields=2, max_fields=2):
+        try:
+            out[int(rest)] = sym
+        except ValueError:
+            fail(f"expected 'symbol integer', got '{sym} {rest}'", path, n)
+    return out
+
+
+class _Outputs:
+    """The lattice / words / alignment writers of a latgen program."""
+
+    def __init__(self, lat_wspec: str, words_wspec: str | None, ali_wspec: str | None):
+        from pynnet.decode.io import TextArkWriter
+        self.lat = TextArkWriter(lat_wspec)
+        self.words = TextArkWriter(words_wspec) if words_wspec else None
+        self.ali_wspec = ali_wspec
+        head = ali_wspec.split(":", 1)[0] if ali_wspec and ":" in ali_wspec else ""
+        target = ali_wspec.split(":", 1)[1] if head.startswith("ark") else ali_wspec
+        # Kaldi's ali.*.gz are binary: write those with the GMM engineer's writer, others as text.
+        self.ali_binary_path = (target if ali_wspec and ",t" not in head and target
+                                and not target.strip().startswith("|") and target != "-" else None)
+        self.ali_text = TextArkWriter(ali_wspec) if ali_wspec and not self.ali_binary_path else None
+        self.alis: dict[str, np.ndarray] = {}
+
+    def __enter__(self):
+        self.lat.__enter__()
+        for w in (self.words, self.ali_text):
+            if w is not None:
+                w.__enter__()
+        return self
+
+    def add(self, utt: str, res) -> None:
+        if res.lattice is not None:
+            self.lat.write(res.lattice.to_kaldi_text(utt))
+        if self.words is not None:
+            self.words.write(" ".join([utt] + [str(w) for w in res.words]) + "\n")
+        if self.ali_text is not None:
+            self.ali_text.write(" ".join([utt] + [str(t) for t in res.alignment]) + "\n")
+        if self.ali_binary_path:
+            self.alis[utt] = np.asarray(res.alignment, np.int32)
+
+    def __exit__(self, *exc):
+        for w in (self.ali_text, self.words, self.lat):
+            if w is not None:
+                w.__exit__(*exc)
+        if exc[0] is None and self.ali_binary_path:
+            from pynnet.hmm.ali_io import write_alignments
+            write_alignments(self.ali_binary_path, self.alis)
+        return False
+
+
+def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
+    """Shared latgen loop: decode each (utt, input), write outputs, log as Kaldi does."""
+    from tqdm import tqdm
+
+    syms = _read_symbols(a.word_symbol_table) if a.word_symbol_table else None
+    n_ok = n_fail = n_partial = 0
+    tot_like, tot_frames = 0.0, 0
+    t0 = time.time()
+    with _Outputs(a.lattice_wspecifier, a.words_wspecifier, a.alignments_wspecifier) as out:
+        for utt, res in tqdm(((u, decode_one(u, x)) for u, x in utterances), desc=prog_name(),
+                             unit="utt", disable=not sys.stderr.isatty(), file=sys.stderr):
+            if not res.ok:
+                n_fail += 1
+                print(f"WARNING ({prog_name()}): did not successfully decode utterance {utt}"
+                      f"{', no final state reached and --allow-partial=false' if res.partial else ''}"
+                      f" ({res.num_frames} frames)", file=sys.stderr)
+                continue
+            n_ok += 1
+            n_partial += int(res.partial)
+            if res.partial:
+                print(f"WARNING ({prog_name()}): outputting partial output for utterance {utt} "
+                      "since no final-state reached", file=sys.stderr)
+            words = " ".join(syms.get(w, str(w)) for w in res.words) if syms else " ".join(map(str, res.words))
+            print(f"{utt} {words}", file=sys.stderr)
+            print(f"LOG ({prog_name()}): Log-like per frame for utterance {utt} is "
+                  f"{res.likelihood / max(res.num_frames, 1):.6g} over {res.num_frames} frames.",
+                  file=sys.stderr)
+            tot_like += res.likelihood
+            tot_frames += res.num_frames
+            out.add(utt, res)
+    elapsed = time.time() - t0
+    rtf = elapsed / (tot_frames / 100.0) if tot_frames else 0.0
+    print(f"LOG ({prog_name()}): Time taken {elapsed:.3f}s: real-time factor assuming 100 frames/sec "
+          f"is {rtf:.4f}", file=sys.stderr)
+    print(f"LOG ({prog_name()}): Done {n_ok} utterances, failed for {n_fail}", file=sys.stderr)
+    if tot_frames:
+        print(f"LOG ({prog_name()}): Overall log-likelihood per frame is {tot_like / tot_frames:.6g} "
+              f"over {tot_frames} frames.", file=sys.stderr)
+    return 0 if n_ok > 0 else 1
+
+
+def _latgen_parser(usage: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog_name(), usage=usage, description=description)
+    _decode_opts(p)
+    return p
+
+
+def _config(a):
+    from pynnet.decode.decoder import DecodeConfig
+    if a.beam <= 0 or a.lattice_beam <= 0 or a.acoustic_scale <= 0:
+        fail("--beam, --lattice-beam and --acoustic-scale must be positive")
+    return DecodeConfig(beam=a.beam, lattice_beam=a.lattice_beam, max_active=a.max_active,
+                        min_active=a.min_active, prune_interval=a.prune_interval,
+                        allow_partial=a.allow_partial)
+
+
+def _read_model(path: str):
+    from pynnet.hmm.model_io import read_model
+    return read_model(path)
+
+
+def _matrices(rspec: str):
+    """(key, matrix) from an ark/scp rspecifier (kaldiio: files, pipes, scp)."""
+    import kaldiio
+    try:
+        with kaldiio.ReadHelper(rspec) as reader:
+            for key, mat in reader:
+                yield key, np.asarray(mat)
+    except (OSError, ValueError, EOFError) as e:
+        fail(f"cannot read matrices: {e}", rspec)
+
+
+@cli
+def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
+    p = _latgen_parser(
+        "%(prog)s [options] <model> <HCLG.fst> <data-dir|feature-rspecifier> <lattice-wspecifier> "
+        "[<words-wspecifier> [<alignments-wspecifier>]]\n"
+        "  e.g. %(prog)s --acoustic-scale=0.083333 --beam=13 --lattice-beam=6 --cmvn-opts '' --delta-order 2 \\\n"
+        "       exp/tri1/final.mdl exp/tri1/graph/HCLG.fst data/test/split4/1 'ark:|gzip -c > exp/tri1/decode/lat.1.gz'",
+        "Decode features with a GMM model over HCLG, writing lattices (Kaldi's gmm-latgen-faster). "
+        "A data dir is read with the experiment's --cmvn-opts/--delta-order; an rspecifier "
+        "(ark:/scp:) is used as it is.")
+    p.add_argument("--cmvn-opts", default="", help="apply-cmvn options from the exp dir's cmvn_opts")
+    p.add_argument("--delta-order", type=int, default=2, help="from the exp dir's delta_opts (default 2)")
+    p.add_argument("model")
+    p.add_argument("fst")
+    p.add_argument("features")
+    p.add_argument("lattice_wspecifier")
+    p.add_argument("words_wspecifier", nargs="?")
+    p.add_argument("alignments_wspecifier", nargs="?")
+    a = p.parse_args(_glue_value(sys.argv[1:] if argv is None else argv, "--cmvn-opts"))
+    from pynnet.decode.decoder import GmmScorer, decode_loglikes, read_hclg, tid2pdf
+
+    cfg = _config(a)
+    tm, am = _read_model(a.model)
+    hclg = read_hclg(a.fst)
+    scorer, m = GmmScorer(am), tid2pdf(tm)
+    if os.path.isdir(a.features):
+        from pynnet.hmm.train import gmm_features
+        feats = gmm_features(a.features, a.cmvn_opts, a.delta_order)
+        where = a.features
+    else:
+        feats = _matrices(a.features)
+        where = a.features
+
+    def decode_one(utt, x):
+        if x.ndim != 2 or x.shape[1] != scorer.dim:
+            fail(f"feature dimension {x.shape[-1]} of utterance '{utt}' does not match the model's "
+                 f"{scorer.dim} ({a.model}); check --cmvn-opts/--delta-order (exp dir's cmvn_opts, "
+                 f"delta_opts)", where)
+        return decode_loglikes(hclg, tm, scorer.loglikes(x), a.acoustic_scale, cfg, utt=utt, tid2pdf_map=m)
+
+    return _run_decoder(a, feats, a.model, decode_one)
+
+
+@cli
+def decode_faster_mapped_main(argv: list[str] | None = None) -> int:
+    p = _latgen_parser(
+        "%(prog)s [options] <model> <HCLG.fst> <loglikes-rspecifier> <lattice-wspecifier> "
+        "[<words-wspecifier> [<alignments-wspecifier>]]\n"
+        "  e.g. %(prog)s --acoustic-scale=0.1 --beam=13 --lattice-beam=6 exp/dnn/final.mdl exp/tri2/graph/HCLG.fst \\\n"
+        "       ark:exp/dnn/decode/loglikes.1.ark 'ark:|gzip -c > exp/dnn/decode/lat.1.gz'",
+        "Decode matrices of log-likelihoods over pdf ids (DNN: log posterior - log prior) over HCLG, "
+        "writing lattices (Kaldi's latgen-faster-mapped). Only the transition model of <model> is used.")
+    p.add_argument("model")
+    p.add_argument("fst")
+    p.add_argument("loglikes_rspecifier")
+    p.add_argument("lattice_wspecifier")
+    p.add_argument("words_wspecifier", nargs="?")
+    p.add_argument("alignments_wspecifier", nargs="?")
+    a = p.parse_args(argv)
+    from pynnet.decode.decoder import decode_loglikes, read_hclg, tid2pdf
+
+    cfg = _config(a)
+    tm, _ = _read_model(a.model)
+    hclg = read_hclg(a.fst)
+    m = tid2pdf(tm)
+
+    def decode_one(utt, x):
+        if x.ndim != 2 or x.shape[1] != tm.num_pdfs:
+            fail(f"log-likelihoods of utterance '{utt}' have {x.shape[-1]} columns but the model "
+                 f"{a.model} has {tm.num_pdfs} pdfs", a.loglikes_rspecifier)
+        return decode_loglikes(hclg, tm, x, a.acoustic_scale, cfg, utt=utt, tid2pdf_map=m)
+
+    return _run_decoder(a, _matrices(a.loglikes_rspecifier), a.model, decode_one)
+
+
+def _penalties(s: str) -> list[str]:
+    out = []
+    for x in s.replace(",", " ").split():
+        try:
+            float(x)
+        except ValueError:
+            fail(f"--word-ins-penalty: '{x}' is not a number")
+        out.append(x)
+    if not out:
+        fail("--word-ins-penalty: empty list")
+    return out
+
+
+@cli
+def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog=prog_name(),
+        usage="%(prog)s [--min-lmwt 7] [--max-lmwt 17] [--word-ins-penalty 0.0,0.5,1.0] "
+              "[--word-symbol-table words.txt] <lattice-rspecifier>... <scoring-dir>\n"
+              "  e.g. %(prog)s --word-symbol-table exp/tri1/graph/words.txt exp/tri1/decode/lat.*.gz "
+              "exp/tri1/decode/scoring_kaldi",
+        description="Best paths of lattices for every LM weight x word insertion penalty: writes "
+                    "<scoring-dir>/penalty_<P>/<LMWT>.txt (as score_kaldi.sh's lattice-scale | "
+                    "lattice-add-penalty | lattice-best-path | int2sym.pl, all grid points in one pass).")
+    p.add_argument("--min-lmwt", type=int, default=7)
+    p.add_argument("--max-lmwt", type=int, default=17)
+    p.add_argument("--word-ins-penalty", default="0.0,0.5,1.0")
+    p.add_argument("--word-symbol-table", default="")
+    p.add_argument("lattices", nargs="+")
+    p.add_argument("scoring_dir")
+    a = p.parse_args(argv)
+    from tqdm import tqdm
+
+    from pynnet.decode.lattice import best_paths, read_lattice_ark
+    from pynnet.io.atomic import atomic_write
+
+    if a.min_lmwt <= 0 or a.max_lmwt < a.min_lmwt:
+        fail(f"bad LM-weight range {a.min_lmwt}..{a.max_lmwt}")
+    lmwts = list(range(a.min_lmwt, a.max_lmwt + 1))
+    pens = _penalties(a.word_ins_penalty)
+    syms = _read_symbols(a.word_symbol_table) if a.word_symbol_table else None
+    hyps: dict[tuple[int, str], list[str]] = {(l, pn): [] for l in lmwts for pn in pens}
+    seen: set[str] = set()
+    t0, n = time.time(), 0
+    for spec in a.lattices:
+        for utt, lat in tqdm(read_lattice_ark(spec), desc=os.path.basename(spec), unit="utt",
+                             disable=not sys.stderr.isatty(), file=sys.stderr):
+            if utt in seen:
+                fail(f"utterance '{utt}' appears twice in the lattices", spec)
+            seen.add(utt)
+            n += 1
+            bp = best_paths(lat, lmwts, [float(x) for x in pens])
+            for l in lmwts:
+                for pn in pens:
+                    words = bp[(float(l), float(pn))]
+                    if syms is not None:
+                        try:
+                            ws = [syms[w] for w in words]
+                        except KeyError as e:
+                            fail(f"word id {e.args[0]} of utterance '{utt}' is not in the symbol table",
+                                 a.word_symbol_table)
+                    else:
+                        ws = [str(w) for w in words]
+                    hyps[(l, pn)].append(" ".join([utt] + ws))
+    if n == 0:
+        fail("no lattices read", " ".join(a.lattices))
+    for (l, pn), lines in hyps.items():
+        with atomic_write(os.path.join(a.scoring_dir, f"penalty_{pn}", f"{l}.txt")) as f:
+            f.write("".join(x + "\n" for x in lines))
+    print(f"LOG ({prog_name()}): best paths of {n} lattices for {len(lmwts)} LM weights x "
+          f"{len(pens)} penalties in {time.time() - t0:.2f}s", file=sys.stderr)
+    return 0

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Lattice decoding with a GMM model (Kaldi's steps/decode.sh), then scoring.
+# The model is <decode-dir>/../<iter>.mdl (default final.mdl); features are made as in training,
+# from <decode-dir>/../cmvn_opts and delta_opts.  Writes <decode-dir>/{lat.JOB.gz,num_jobs,log/decode.JOB.log}
+# and, unless --skip-scoring true, the scoring outputs (wer_LMWT_WIP, scoring_kaldi/...).
+
+# Begin configuration section.
+nj=4
+cmd=run.pl
+iter=final
+model=            # default: <decode-dir>/../$iter.mdl
+acwt=0.083333     # acoustic scale used while decoding (lattices are written unscaled)
+beam=13.0
+lattice_beam=6.0
+max_active=7000   # accepted for Kaldi compatibility; the lattice decoder prunes by beam only
+min_active=200
+stage=0
+skip_scoring=false
+scoring_opts=
+# End configuration section.
+
+help_message="Usage: $0 [options] <graph-dir> <data-dir> <decode-dir>
+ e.g.: $0 --nj 4 exp/tri1/graph data/test exp/tri1/decode_test
+ The model is <decode-dir>/../final.mdl; <decode-dir> must be a subdirectory of the exp dir.
+Options:
+  --nj <nj>                      # number of parallel jobs (default $nj)
+  --cmd <cmd>                    # job runner, e.g. run.pl (default $cmd)
+  --iter <iter>                  # decode <iter>.mdl (default $iter)
+  --model <model>                # a model file instead of <decode-dir>/../<iter>.mdl
+  --acwt <float>                 # acoustic scale (default $acwt)
+  --beam <float>                 # decoding beam (default $beam)
+  --lattice-beam <float>         # lattice beam (default $lattice_beam)
+  --max-active <int>             # (accepted; see docs/notes/decode.md)
+  --skip-scoring <true|false>    # do not score (default $skip_scoring)
+  --scoring-opts <opts>          # options for the scoring script, e.g. \"--min-lmwt 7 --max-lmwt 17\"
+  --stage <stage>                # 1: skip decoding, only score"
+
+. ./path.sh 2>/dev/null || true
+. utils/parse_options.sh || exit 1
+
+if [ $# -ne 3 ]; then
+  printf "%s\n" "$help_message" >&2
+  exit 1
+fi
+
+graphdir=$1
+data=$2
+dir=$3
+srcdir=$(dirname "$dir")
+[ -z "$model" ] && model=$srcdir/$iter.mdl
+
+for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$model"; do
+  [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
+done
+case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
+
+cmvn_opts=
+delta_opts="--delta-order 0"
+[ -f "$srcdir/cmvn_opts" ] && cmvn_opts=$(cat "$srcdir/cmvn_opts")
+[ -f "$srcdir/delta_opts" ] && delta_opts=$(cat "$srcdir/delta_opts")
+if [ ! -f "$srcdir/delta_opts" ]; then
+  echo "$0: warning: no $srcdir/delta_opts, decoding without delta features" >&2
+fi
+if ! echo " $cmvn_opts " | grep -q -- "--norm-means=false"; then
+  [ -f "$data/cmvn.scp" ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
+fi
+
+mkdir -p "$dir/log"
+echo "$nj" > "$dir/num_jobs"
+sdata=$data/split$nj
+[[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
+
+if [ "$stage" -le 0 ]; then
+  rm -f "$dir"/lat.*.gz
+  echo "$0: decoding $data with $model ($nj jobs)"
+  # shellcheck disable=SC2086
+  if ! $cmd JOB=1:$nj "$dir/log/decode.JOB.log" \
+      pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
+        --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
+        --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
+        "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "ark:|gzip -c > $dir/lat.JOB.gz"; then
+    rm -f "$dir"/lat.*.gz  # the gzip pipes leave partial lattices behind
+    for n in $(seq "$nj"); do
+      err=$(grep -m1 "^ERROR" "$dir/log/decode.$n.log" 2>/dev/null || true)
+      if [ -n "$err" ]; then echo "$0: decoding failed: $err (see $dir/log/decode.$n.log)" >&2; exit 1; fi
+    done
+    echo "$0: decoding failed, see $dir/log/decode.*.log" >&2
+    exit 1
+  fi
+  # Real-time factor summed over jobs (each job logs Kaldi's "Time taken ...s" and its frames).
+  awk -v prog="$0" '/Time taken/ {t += $5 + 0} /Overall log-likelihood per frame/ {f += $(NF-1)}
+    END {if (f > 0) printf "%s: decoded %.1f s of audio in %.1f s of CPU (summed over jobs): RTF %.4f\n", prog, f/100, t, t/(f/100)}' \
+    "$dir"/log/decode.*.log
+fi
+
+if ! $skip_scoring; then
+  if [ -x local/score.sh ]; then
+    # shellcheck disable=SC2086
+    local/score.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
+  else
+    # shellcheck disable=SC2086
+    steps/score_kaldi.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
+  fi
+fi
+echo "$0: done decoding $dir"
+exit 0
