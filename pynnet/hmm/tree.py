@@ -719,36 +719,54 @@ class _Splitter:
                 mem[i, list(q)] = 1.0
             self.keyinfo.append((key, key + 1, mem, qs))
 
+    def _packed(self) -> np.ndarray:
+        if not hasattr(self, "_pk"):
+            st = self.st
+            self._pk = np.hstack([st.counts[:, None], st.sums, st.sumsq])
+        return self._pk
+
     def best_split(self, rows: np.ndarray) -> tuple[float, int | None, tuple[int, ...] | None]:
         st = self.st
         if rows.size <= 1:
             return 0.0, None, None
-        cnt, s, sq = st.counts[rows], st.sums[rows], st.sumsq[rows]
-        tot_c, tot_s, tot_sq = cnt.sum(), s.sum(0), sq.sum(0)
-        base = float(gauss_objf(np.array(tot_c), tot_s, tot_sq, self.var_floor))
+        d = st.dim
+        x = self._packed()[rows]          # (n, 1 + 2D): count | sums | sums of squares
+        tot = x.sum(0)
+        base = float(_objf_packed(tot[None, :], d, self.var_floor)[0])
         best = (0.0, None, None)
+        n = rows.size
         for key, col, mem, qs in self.keyinfo:
             v = st.events[rows, col]
             if v.min() < 0:  # key not always defined: cannot split on it (Kaldi)
                 continue
-            uniq, inv = np.unique(v, return_inverse=True)
+            present = np.bincount(v)
+            uniq = np.flatnonzero(present)
             if uniq.size < 2:
                 continue
-            vc = np.bincount(inv, weights=cnt, minlength=uniq.size)
-            vs = segment_sum(inv, uniq.size, s)
-            vsq = segment_sum(inv, uniq.size, sq)
+            lookup = np.zeros(present.size, np.int64)
+            lookup[uniq] = np.arange(uniq.size)
+            onehot = np.zeros((uniq.size, n))
+            onehot[lookup[v], np.arange(n)] = 1.0
+            per_value = onehot @ x           # (V, 1 + 2D)
             m = np.zeros((mem.shape[0], uniq.size))
             inside = uniq < mem.shape[1]
             m[:, inside] = mem[:, uniq[inside]]
-            yc, ys, ysq = m @ vc, m @ vs, m @ vsq
-            nc, ns, nsq = tot_c - yc, tot_s - ys, tot_sq - ysq
-            gain = gauss_objf(yc, ys, ysq, self.var_floor) + gauss_objf(nc, ns, nsq, self.var_floor) - base
+            yes = m @ per_value               # (nq, 1 + 2D)
+            no = tot - yes
+            nq = yes.shape[0]
+            both = _objf_packed(np.vstack([yes, no]), d, self.var_floor)
+            gain = both[:nq] + both[nq:] - base
             # a question that sends everything one way is no split (avoid round-off "gains")
-            gain[(yc <= 1e-10 * tot_c) | (nc <= 1e-10 * tot_c)] = 0.0
+            gain[(yes[:, 0] <= 1e-10 * tot[0]) | (no[:, 0] <= 1e-10 * tot[0])] = 0.0
             i = int(np.argmax(gain))
             if gain[i] > best[0]:
                 best = (float(gain[i]), key, tuple(qs[i]))
         return best
+
+
+def _objf_packed(x: np.ndarray, dim: int, var_floor: float) -> np.ndarray:
+    """gauss_objf for packed rows [count | sums | sums of squares]."""
+    return gauss_objf(x[:, 0], x[:, 1:1 + dim], x[:, 1 + dim:], var_floor)
 
 
 @dataclass
