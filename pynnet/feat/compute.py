@@ -16,6 +16,7 @@ With ``--dither=0`` both are bit-identical to Kaldi (and to kaldi-native-fbank c
 """
 from __future__ import annotations
 
+import array
 import ctypes
 import zlib
 from typing import Any
@@ -252,8 +253,9 @@ class FeatureComputer:
             _srand(utterance_seed(utt, self.seed_offset))
         comp = self._cls(self._opts)
         if x.size:
-            # A list converts faster than an ndarray in the binding's Sequence[float] caster.
-            comp.accept_waveform(self.sample_frequency, x.tolist())
+            # The binding takes a Sequence[float]; an array.array of float32 converts about 4x
+            # faster than a list and 8x faster than an ndarray (bench/features.py).
+            comp.accept_waveform(self.sample_frequency, array.array("f", np.ascontiguousarray(x).tobytes()))
         comp.input_finished()
         n = comp.num_frames_ready
         out = np.empty((n, self.dim), dtype=np.float32)
