@@ -536,6 +536,7 @@ def test_init_model_from_tree_stats(data, stats):
 # ----------------------------------------------------------------------------------------------
 # programs
 def _run(args, ok=True):
+    """Run an installed console script (a real process: exit status and stderr as users see them)."""
     bindir = os.path.dirname(sys.executable)
     r = subprocess.run([os.path.join(bindir, args[0])] + [str(a) for a in args[1:]], capture_output=True, text=True)
     if ok:
@@ -543,7 +544,24 @@ def _run(args, ok=True):
     return r
 
 
-def test_programs_end_to_end(data, tmp_path):
+def _main(capsys, args, ok=True):
+    """Run a program's main(argv) in this process (same code as the console script, no start-up cost)."""
+    from pynnet.bin import tree as bin_tree
+    entry = {"pynnet-acc-tree-stats": bin_tree.acc_tree_stats_main, "pynnet-sum-tree-stats": bin_tree.sum_tree_stats_main,
+             "pynnet-cluster-phones": bin_tree.cluster_phones_main,
+             "pynnet-compile-questions": bin_tree.compile_questions_main,
+             "pynnet-build-tree": bin_tree.build_tree_main, "pynnet-gmm-init-model": bin_tree.gmm_init_model_main,
+             "pynnet-convert-ali": bin_tree.convert_ali_main, "pynnet-copy-tree": bin_tree.copy_tree_main,
+             "pynnet-tree-info": bin_tree.tree_info_main}[args[0]]
+    capsys.readouterr()
+    rc = entry([str(a) for a in args[1:]])
+    out = capsys.readouterr()
+    if ok:
+        assert rc == 0, out.err
+    return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+
+def test_programs_end_to_end(data, tmp_path, capsys):
     import kaldiio
 
     from pynnet.hmm.ali_io import read_alignments, write_alignments
@@ -565,28 +583,28 @@ def test_programs_end_to_end(data, tmp_path):
     (d / "extra_questions.int").write_text(" ".join(map(str, GROUP_A)) + "\n")
     (d / "roots.int").write_text("".join(f"shared split {p}\n" for p in PHONES))
     for j in (1, 2):
-        _run(["pynnet-acc-tree-stats", "--ci-phones=1", d / "mono.mdl", f"scp:{d}/feats.scp", d / f"ali.{j}.gz",
+        _main(capsys, ["pynnet-acc-tree-stats", "--ci-phones=1", d / "mono.mdl", f"scp:{d}/feats.scp", d / f"ali.{j}.gz",
               d / f"{j}.treeacc"])
     # Kaldi-format treeacc from sum-tree-stats is read by the later programs
-    _run(["pynnet-sum-tree-stats", "--kaldi-format=true", d / "treeacc", d / "1.treeacc", d / "2.treeacc"])
+    _main(capsys, ["pynnet-sum-tree-stats", "--kaldi-format=true", d / "treeacc", d / "1.treeacc", d / "2.treeacc"])
     assert (d / "treeacc").read_bytes().startswith(b"\0BBTS ")
-    _run(["pynnet-cluster-phones", d / "treeacc", d / "sets.int", d / "questions.int"])
+    _main(capsys, ["pynnet-cluster-phones", d / "treeacc", d / "sets.int", d / "questions.int"])
     with open(d / "questions.int", "a") as f:
         f.write((d / "extra_questions.int").read_text())
-    _run(["pynnet-compile-questions", d / "topo", d / "questions.int", d / "questions.qst"])
-    r = _run(["pynnet-build-tree", "--thresh=200", "--max-leaves=200", "--cluster-thresh=50", d / "treeacc", d / "roots.int",
+    _main(capsys, ["pynnet-compile-questions", d / "topo", d / "questions.int", d / "questions.qst"])
+    r = _main(capsys, ["pynnet-build-tree", "--thresh=200", "--max-leaves=200", "--cluster-thresh=50", d / "treeacc", d / "roots.int",
               d / "questions.qst", d / "topo", d / "tree"])
     assert "BuildTree" in r.stderr
     info = _run(["pynnet-tree-info", d / "tree"]).stdout.split()
     assert info == ["num-pdfs", "43", "context-width", "3", "central-position", "1"]
-    _run(["pynnet-gmm-init-model", "--write-occs", d / "1.occs", d / "tree", d / "treeacc", d / "topo",
+    _main(capsys, ["pynnet-gmm-init-model", "--write-occs", d / "1.occs", d / "tree", d / "treeacc", d / "topo",
           d / "1.mdl"])
     tm1, am1 = read_model(d / "1.mdl")
     assert am1.num_pdfs == 43 and (d / "1.occs").read_bytes().startswith(b"\0BFV ")
-    _run(["pynnet-convert-ali", d / "mono.mdl", d / "1.mdl", d / "tree", d / "ali.1.gz", d / "new.1.gz"])
+    _main(capsys, ["pynnet-convert-ali", d / "mono.mdl", d / "1.mdl", d / "tree", d / "ali.1.gz", d / "new.1.gz"])
     new = read_alignments(d / "new.1.gz")
     assert sorted(new) == keys[:60] and all(len(new[k]) == len(alis[k]) for k in new)
-    _run(["pynnet-copy-tree", "--binary=false", d / "tree", d / "tree.txt"])
+    _main(capsys, ["pynnet-copy-tree", "--binary=false", d / "tree", d / "tree.txt"])
     assert (d / "tree.txt").read_text().startswith("ContextDependency 3 1 ToPdf ")
     # user mistakes: one line naming the file, exit 1, nothing written
     (d / "bad_roots.int").write_text("shared split 1\nshared 2\n")
@@ -594,7 +612,7 @@ def test_programs_end_to_end(data, tmp_path):
               d / "tree2"], ok=False)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "bad_roots.int:2:" in r.stderr
     assert not (d / "tree2").exists()
-    r = _run(["pynnet-sum-tree-stats", d / "x", d / "1.treeacc", d / "topo"], ok=False)
+    r = _main(capsys, ["pynnet-sum-tree-stats", d / "x", d / "1.treeacc", d / "topo"], ok=False)
     assert r.returncode == 1 and "topo" in r.stderr and not (d / "x").exists()
-    r = _run(["pynnet-acc-tree-stats", d / "mono.mdl", f"scp:{d}/feats.scp", d / "missing.gz", d / "y"], ok=False)
+    r = _main(capsys, ["pynnet-acc-tree-stats", d / "mono.mdl", f"scp:{d}/feats.scp", d / "missing.gz", d / "y"], ok=False)
     assert r.returncode == 1 and "missing.gz" in r.stderr and not (d / "y").exists()
