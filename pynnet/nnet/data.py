@@ -265,6 +265,8 @@ def load_chunk(fs: FrameSet, utts: list[str], transform, index: int, perm_seed: 
             if m.shape[1] != transform.input_dim:
                 fail(f"feature dim {m.shape[1]} of utterance '{u}' != model input dim {transform.input_dim}",
                      fs.reader.feats_scp, fs.reader.line[u])
+            if not m.flags.writeable:
+                m = m.copy()
             xs.append(transform(torch.from_numpy(m)))
             ys.append(torch.from_numpy(t.astype(np.int64)))
     if not xs:

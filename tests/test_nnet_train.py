@@ -1,0 +1,220 @@
+"""DNN training: end to end on a toy corpus, kill -9 and exact resume, newbob decisions and epoch
+rejection, the exponential schedule, NaN recovery, user errors."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from pynnet.bin.nnet import train_main
+from pynnet.io.errors import PynnetError
+from pynnet.nnet.toy import make_toy_corpus
+from pynnet.nnet.train import TrainConfig, Trainer, build_and_train, exponential_lr
+
+BIN = os.path.join(os.path.dirname(sys.executable), "pynnet-nnet-train")
+SMALL = ["--nn-depth", "2", "--hid-dim", "48", "--buffer-frames", "400", "--checkpoint-every", "2"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nnet_train")
+    data, ali = make_toy_corpus(str(root), num_utts=40, drop_ali=2)
+    return root, data, ali
+
+
+def _env():
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _weights(path):
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def test_train_end_to_end_outputs(corpus, capsys):
+    root, data, ali = corpus
+    exp = root / "exp_e2e"
+    assert train_main([*SMALL, "--max-epochs", "3", data, ali, str(exp)]) == 0
+    err = capsys.readouterr().err
+    assert "2 of 40 utterances have no alignment; skipping them" in err
+    hist = json.load(open(exp / "log" / "train.json"))
+    assert [h["epoch"] for h in hist] == [0, 1, 2, 3]
+    assert hist[-1]["cv_loss"] < 0.6 * hist[0]["cv_loss"]
+    assert hist[-1]["cv_acc"] > 0.6 and all(h["frames_per_sec"] > 0 for h in hist[1:])
+    assert (exp / "train_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    final = _weights(exp / "final.nnet")
+    assert final["arch"]["hidden_dims"] == [48, 48] and final["arch"]["output_dim"] == 12
+    assert final["input_pipeline"] == {"apply_cmvn": True, "delta_order": 0}   # cmvn.scp exists: auto
+    # priors are the alignment relative frequencies
+    lp = final["state_dict"]["log_priors"]
+    assert abs(float(lp.exp().sum()) - 1.0) < 1e-4
+    cv = open(exp / "cv_utts.list").read().split()
+    tr = open(exp / "train_utts.list").read().split()
+    assert len(cv) == 4 and len(tr) == 34 and not set(cv) & set(tr)
+    # a rerun finds the finished training and does nothing
+    assert train_main([*SMALL, "--max-epochs", "3", data, ali, str(exp)]) == 0
+    assert "already finished" in capsys.readouterr().err
+
+
+def test_kill9_mid_epoch_then_resume_is_bit_exact(corpus):
+    root, data, ali = corpus
+    args = [*SMALL, "--max-epochs", "2", "--optimizer", "ngsgd", data, ali]
+    ref = root / "exp_ref"
+    assert train_main([*args, str(ref)]) == 0   # the uninterrupted run (in this process)
+    exp = root / "exp_killed"
+    p = subprocess.Popen([BIN, *args, str(exp)], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = exp / "checkpoint.pt"
+    deadline = time.time() + 90
+    killed_at = None
+    while time.time() < deadline and p.poll() is None:
+        if ckpt.exists():
+            try:
+                st = torch.load(ckpt, weights_only=False)["state"]
+            except Exception:  # being replaced right now
+                st = None
+            if st and st["epoch"] == 2 and (st["chunk"] > 0 or st["batch"] > 0):
+                os.kill(p.pid, signal.SIGKILL)
+                killed_at = st
+                break
+        time.sleep(0.02)
+    p.wait()
+    assert killed_at is not None and p.returncode == -signal.SIGKILL, "could not kill the run mid-epoch"
+    assert not (exp / "final.nnet").exists()
+    r = subprocess.run([BIN, *args, str(exp)], env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "resuming from" in r.stderr
+    a, b = _weights(ref / "final.nnet"), _weights(exp / "final.nnet")
+    for k in a["state_dict"]:
+        assert torch.equal(a["state_dict"][k], b["state_dict"][k]), k
+    ha = [(h.get("train_loss"), h["cv_loss"], h["lr"]) for h in a["history"]]
+    hb = [(h.get("train_loss"), h["cv_loss"], h["lr"]) for h in b["history"]]
+    assert ha == hb
+
+
+class _Scripted(Trainer):
+    """Trainer whose epochs and CV losses are scripted: tests the newbob decisions alone."""
+
+    def __init__(self, *a, cv_losses, **k):
+        super().__init__(*a, **k)
+        self.cv_losses = list(cv_losses)
+
+    def evaluate(self, fs):
+        return self.cv_losses.pop(0), 0.5
+
+    def run_epoch(self):
+        with torch.no_grad():
+            self.model.affines[0].wb[0, 0] = float(self.st["epoch"])   # mark the weights
+        self.st["acc"] = {"loss": 1.0, "correct": 1, "frames": 2, "seconds": 1.0}
+
+
+def _scripted(tmp_path, cfg, losses, corpus):
+    from pynnet.nnet.data import load_frame_sets
+    from pynnet.nnet.model import Dnn
+
+    _, data, ali = corpus
+    tr, cv, n = load_frame_sets(data, ali, apply_cmvn=False, delta_order=0, cv_percent=10, seed=1)
+    m = Dnn(6, [8], n, context=1)
+    m.init_random(0)
+    t = _Scripted(str(tmp_path), m, tr, cv, cfg, progress=False, cv_losses=losses)
+    t.train()
+    return t
+
+
+def test_newbob_halving_rejection_and_stop(tmp_path, corpus):
+    cfg = TrainConfig(optimizer="sgd", learn_rate=0.008, max_epochs=20)
+    # initial 1.0; ep1 0.9 (rel .1); ep2 0.895 (rel .0056 < .01: start halving);
+    # ep3 0.85 (rel .050, halving: lr keeps halving); ep4 0.86 worse -> rejected, rel 0 < .001 -> stop
+    t = _scripted(tmp_path, cfg, [1.0, 0.9, 0.895, 0.85, 0.86], corpus)
+    h = t.st["history"]
+    assert [x["lr"] for x in h[1:]] == [0.008, 0.008, 0.004, 0.002]
+    assert [x["accepted"] for x in h[1:]] == [True, True, True, False]
+    assert t.st["done"] and t.st["best_loss"] == 0.85
+    final = _weights(tmp_path / "final.nnet")
+    # the rejected epoch 4 was undone: the final model carries epoch 3's mark
+    assert float(final["state_dict"]["layers.0.wb"][0, 0]) == 3.0
+
+
+def test_newbob_stops_at_max_epochs(tmp_path, corpus):
+    cfg = TrainConfig(optimizer="sgd", max_epochs=3)
+    t = _scripted(tmp_path, cfg, [1.0, 0.5, 0.25, 0.12], corpus)
+    assert len(t.st["history"]) == 4 and all(x["accepted"] for x in t.st["history"][1:])
+    assert [x["lr"] for x in t.st["history"][1:]] == [0.008] * 3
+
+
+def test_exponential_schedule(tmp_path, corpus):
+    assert exponential_lr(0.04, 0.004, 1, 4) == pytest.approx(0.04)
+    assert exponential_lr(0.04, 0.004, 4, 4) == pytest.approx(0.004)
+    assert exponential_lr(0.04, 0.004, 2, 4) == pytest.approx(0.04 * 0.1 ** (1 / 3))
+    cfg = TrainConfig(optimizer="sgd", schedule="exponential", num_epochs=3, learn_rate=0.01,
+                      final_learn_rate=0.001)
+    t = _scripted(tmp_path, cfg, [1.0, 1.1, 1.2, 1.3], corpus)  # no rejection in nnet2 style
+    h = t.st["history"][1:]
+    assert [x["lr"] for x in h] == pytest.approx([0.01, 0.01 * 0.1 ** 0.5, 0.001])
+    assert all(x["accepted"] for x in h)
+
+
+def test_nonfinite_loss_restores_checkpoint_and_halves_lr(tmp_path, corpus, capsys):
+    _, data, ali = corpus
+    cfg = TrainConfig(optimizer="ngsgd", max_epochs=2, buffer_frames=400, checkpoint_every=4)
+    build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[16], context=2, progress=False,
+                    fault_steps={10})
+    err = capsys.readouterr().err
+    assert "WARNING: non-finite loss at epoch 1" in err
+    assert "restored the last checkpoint (epoch 1, chunk " in err
+    assert "halved the learning rate to 0.004" in err
+    h = json.load(open(tmp_path / "log" / "train.json"))
+    assert h[1]["lr"] == 0.004 and h[2]["lr"] <= 0.004
+    assert os.path.exists(tmp_path / "final.nnet")
+
+
+def test_feature_dim_mismatch_is_one_line_error(tmp_path, capsys):
+    import kaldiio
+
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=12)
+    # append an utterance with the wrong dimension to feats.scp (and give it an alignment length)
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path}/bad.ark,{tmp_path}/bad.scp") as w:
+        w("spk0-utt9999", np.zeros((50, 9), np.float32))
+    with open(f"{data}/feats.scp", "a") as f:
+        f.write(open(f"{tmp_path}/bad.scp").read())
+    from pynnet.hmm.ali_io import read_alignments, write_alignments
+    alis = read_alignments(ali)
+    alis["spk0-utt9999"] = next(iter(alis.values()))[:1].repeat(50)
+    write_alignments(f"{ali}/ali.1.gz", alis)
+    capsys.readouterr()
+    assert train_main([*SMALL, "--apply-cmvn", "false", "--max-epochs", "1", data, ali, str(tmp_path / "exp")]) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("ERROR (") and sum("ERROR" in x for x in lines) == 1
+    assert "feats.scp:13: feature dim mismatch: utterance 'spk0-utt9999' has dim 9, expected 6" in lines[-1]
+    assert "Traceback" not in err
+    assert not (tmp_path / "exp" / "final.nnet").exists()
+
+
+def test_bad_inputs(tmp_path, corpus, capsys):
+    _, data, ali = corpus
+    # no alignments for any utterance
+    empty_ali = tmp_path / "ali_other"
+    empty_ali.mkdir()
+    os.link(f"{ali}/final.mdl", empty_ali / "final.mdl")
+    from pynnet.hmm.ali_io import write_alignments
+    write_alignments(str(empty_ali / "ali.1.gz"), {"nobody": np.array([1, 2], np.int32)})
+    with pytest.raises(PynnetError, match="no utterance of feats.scp has an alignment"):
+        build_and_train(data, str(empty_ali), str(tmp_path / "e1"), TrainConfig(), hidden_dims=[8], progress=False)
+    # missing model in the alignment dir
+    os.unlink(empty_ali / "final.mdl")
+    with pytest.raises(PynnetError, match="final.mdl"):
+        build_and_train(data, str(empty_ali), str(tmp_path / "e2"), TrainConfig(), hidden_dims=[8], progress=False)
+    # resuming with different options is refused, naming the checkpoint
+    cfg = TrainConfig(optimizer="sgd", max_epochs=1, buffer_frames=400)
+    build_and_train(data, ali, str(tmp_path / "e3"), cfg, hidden_dims=[8], context=1, progress=False)
+    cfg2 = TrainConfig(optimizer="sgd", max_epochs=1, buffer_frames=400, learn_rate=0.1)
+    with pytest.raises(PynnetError, match="checkpoint.pt: checkpoint was written with other options"):
+        build_and_train(data, ali, str(tmp_path / "e3"), cfg2, hidden_dims=[8], context=1, progress=False)
+    capsys.readouterr()
+    assert train_main(["--device", "tpu", data, ali, str(tmp_path / "e4")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR (") and "--device must be cpu or cuda" in err
