@@ -459,3 +459,56 @@ def test_make_mfcc_and_cmvn_scripts(tmp_path):
     assert r.returncode == 1
     assert "no such audio file" in r.stderr and "exp/bad/make_mfcc_bad.*.log" in r.stderr
     assert not (bad / "feats.scp").exists()
+
+
+def test_vtln_map_and_filters_through_pipes(tmp_path, capsys):
+    from pynnet.bin.feat import compute_mfcc_feats
+    d = make_data_dir(tmp_path / "data", n_utts=2, pipe_last=False)
+    (tmp_path / "spk2warp").write_text("spk0 0.9\nspk1 1.0\n")
+    assert compute_mfcc_feats(["--sample-frequency=8000", "--dither=0", f"--vtln-map=ark:{tmp_path}/spk2warp",
+                               f"--utt2spk=ark:{d}/utt2spk", f"scp:{d}/wav.scp",
+                               f"ark,scp:{tmp_path}/v.ark,{tmp_path}/v.scp"]) == 0
+    got = kaldiio.load_scp(str(tmp_path / "v.scp"))
+    fc = FeatureComputer("mfcc", values("mfcc", sample_frequency=8000.0, dither=0.0))
+    for utt, warp in (("spk0-utt0", 0.9), ("spk1-utt1", 1.0)):
+        x, _ = sf.read(str(d / f"{utt}.wav"), dtype="int16")
+        assert np.array_equal(got[utt], fc.compute(x.astype(np.float32), utt, vtln_warp=warp))
+    assert not np.allclose(got["spk0-utt0"], fc.compute(
+        sf.read(str(d / "spk0-utt0.wav"), dtype="int16")[0].astype(np.float32), "u"), atol=1e-2)
+    # a speaker without a warp factor: that utterance fails, clearly
+    (tmp_path / "spk2warp").write_text("spk1 1.0\n")
+    rc = compute_mfcc_feats(["--sample-frequency=8000", f"--vtln-map=ark:{tmp_path}/spk2warp",
+                             f"--utt2spk=ark:{d}/utt2spk", f"scp:{d}/wav.scp", "ark:/dev/null"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "No vtln-map entry for utterance-id (or speaker-id) spk0" in err
+
+    # Kaldi-style pipes between the programs: apply-cmvn | add-deltas | splice-feats
+    assert subprocess.run(["pynnet-compute-cmvn-stats", f"--spk2utt=ark:{d}/spk2utt", f"scp:{tmp_path}/v.scp",
+                           f"ark:{tmp_path}/cmvn.ark"], env=_env(), capture_output=True).returncode == 0
+    r = subprocess.run(f"pynnet-apply-cmvn --norm-vars=true --utt2spk=ark:{d}/utt2spk ark:{tmp_path}/cmvn.ark "
+                       f"scp:{tmp_path}/v.scp ark:- | pynnet-add-deltas ark:- ark:- | "
+                       f"pynnet-splice-feats --left-context=1 --right-context=1 ark:- ark,t:{tmp_path}/out.txt",
+                       shell=True, env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = dict(kaldiio.load_ark(str(tmp_path / "out.txt")))
+    raw = got["spk0-utt0"]
+    want = splice_feats(add_deltas(apply_cmvn(raw, cmvn_stats(raw), norm_vars=True)), 1)
+    assert out["spk0-utt0"].shape == (raw.shape[0], 117) and np.allclose(out["spk0-utt0"], want, atol=1e-4)
+    r = subprocess.run(["pynnet-feat-to-dim", f"ark:{tmp_path}/out.txt"], env=_env(), capture_output=True, text=True)
+    assert r.stdout.strip() == "117"
+    r = subprocess.run(["pynnet-compute-mfcc-feats", "--help"], env=_env(), capture_output=True, text=True)
+    assert r.returncode == 0 and "--sample-frequency" in r.stderr and "Usage:" in r.stderr
+
+
+def test_read_features_errors(tmp_path):
+    with pytest.raises(PynnetError, match="no such data directory"):
+        next(read_features(tmp_path / "nope"))
+    d = tmp_path / "d"
+    d.mkdir()
+    with pytest.raises(PynnetError, match="no feats.scp"):
+        next(read_features(d))
+    (d / "feats.scp").write_text(f"u1 {tmp_path}/gone.ark:5\n")
+    with pytest.raises(PynnetError, match=r"feats\.scp:1: cannot read features"):
+        next(read_features(d, cmvn=False))
+    with pytest.raises(ValueError):
+        next(read_features(d, delta_order=-1))

@@ -105,7 +105,8 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
             yield utt, transform_features(x, stats=stats, norm_vars=norm_vars,
                                           delta_order=delta_order, splice=splice, name=utt)
     except (FileNotFoundError, EOFError, ValueError) as e:
-        fail(f"cannot read features (entry {n}): {e}", scp, n or None)
+        # kaldiio reads lazily: the failing entry is the one after the last yielded
+        fail(f"cannot read features: {e}", scp, n + 1)
 
 
 def feature_dim(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bool = False,

@@ -12,7 +12,6 @@ import shlex
 import shutil
 import struct
 import subprocess
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Iterator
@@ -480,12 +479,3 @@ def iter_utterances(wav_scp: str | os.PathLike, segments: str | os.PathLike | No
             failures is not None and failures.append(seg.utt)
             continue
         yield seg.utt, data[start_samp:end_samp], rate, seg.channel
-
-
-def _print_warnings_kaldi_style() -> None:
-    """Show AudioWarning as Kaldi-style ``WARNING (prog): msg`` lines on stderr."""
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "pynnet"
-        print(f"WARNING ({prog}): {message}", file=sys.stderr)
-    warnings.showwarning = show
-    warnings.simplefilter("always", AudioWarning)
