@@ -531,6 +531,19 @@ def test_init_model_from_tree_stats(data, stats):
     tot = np.bincount(ts, weights=lp)
     np.testing.assert_allclose(tot[1:], 1.0, rtol=1e-5)
     assert gauss_objf(np.array([0.0]), np.zeros((1, 2)), np.zeros((1, 2)), 0.01)[0] == 0.0
+    # from an old (monophone) tree + model: each new pdf copies its phone/state's old GMM
+    mono = from_kaldi_context_dependency(data[1])
+    st1, _ = accumulate_tree_stats(tm, iter_items(data[3], data[4]), context_width=1, central_position=0)
+    _, mono_am, _ = init_model_from_tree_stats(mono, topo, st1)
+    _, am2, _ = init_model_from_tree_stats(tree, topo, stats, old_tree=mono, old_am=mono_am)
+    votes = {}
+    for ev, p, c in zip(stats.events, pdf, stats.counts):
+        old = mono.compute([int(ev[2])], int(ev[0]))
+        votes.setdefault(int(p), {}).setdefault(old, 0.0)
+        votes[int(p)][old] += c
+    for p, v in votes.items():  # the old pdf most of the new pdf's data maps to
+        old = max(v, key=v.get)
+        np.testing.assert_array_equal(np.asarray(am2.get_pdf(p).means), np.asarray(mono_am.get_pdf(old).means))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -599,6 +612,10 @@ def test_programs_end_to_end(data, tmp_path, capsys):
     assert info == ["num-pdfs", "43", "context-width", "3", "central-position", "1"]
     _main(capsys, ["pynnet-gmm-init-model", "--write-occs", d / "1.occs", d / "tree", d / "treeacc", d / "topo",
           d / "1.mdl"])
+    write_tree(d / "mono.tree", ctx)
+    _main(capsys, ["pynnet-gmm-init-model", d / "tree", d / "treeacc", d / "topo", d / "1b.mdl", d / "mono.tree",
+                   d / "mono.mdl"])
+    assert read_model(d / "1b.mdl")[1].num_pdfs == 43
     tm1, am1 = read_model(d / "1.mdl")
     assert am1.num_pdfs == 43 and (d / "1.occs").read_bytes().startswith(b"\0BFV ")
     _main(capsys, ["pynnet-convert-ali", d / "mono.mdl", d / "1.mdl", d / "tree", d / "ali.1.gz", d / "new.1.gz"])

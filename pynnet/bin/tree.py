@@ -311,13 +311,18 @@ def gmm_init_model_main(argv: list[str] | None = None) -> int:
     tree = read_tree_py(a.tree)
     stats = TreeStats.load(a.stats_in)
     topo = _topology(a.topo)
-    old_tm = None
+    old_tree = old_am = None
     if a.old:
         from pynnet.hmm.model_io import read_model
-        read_tree_py(a.old[0])  # validated; transition probs come from the old model
-        old_tm, _ = read_model(a.old[1])
+        old_tree = read_tree_py(a.old[0])
+        _, old_am = read_model(a.old[1])
+        if old_tree.num_pdfs != old_am.num_pdfs:
+            fail(f"old tree has {old_tree.num_pdfs} pdfs but the old model {old_am.num_pdfs}", a.old[1])
+        if old_am.dim != stats.dim:
+            fail(f"old model has dimension {old_am.dim}, the stats {stats.dim}", a.old[1])
     try:
-        tm, am, occs = init_model_from_tree_stats(tree, topo, stats, var_floor=a.var_floor, old_tm=old_tm)
+        tm, am, occs = init_model_from_tree_stats(tree, topo, stats, var_floor=a.var_floor, old_tree=old_tree,
+                                                  old_am=old_am)
     except PynnetError as e:
         fail(str(e), a.stats_in)
     write_model(a.model_out, tm, am, a.binary)

@@ -115,14 +115,16 @@ def convert_alignments(old_tm, new_tm, new_tree, alignments: Mapping[str, np.nda
         yield utt, new
 
 
-def init_model_from_tree_stats(tree, topo, stats: TreeStats, *, var_floor: float = 0.01, old_tm=None):
+def init_model_from_tree_stats(tree, topo, stats: TreeStats, *, var_floor: float = 0.01, old_tm=None,
+                               old_tree=None, old_am=None):
     """Kaldi gmm-init-model: returns (TransitionModel, AmDiagGmm, occs).
 
     One Gaussian per pdf from the pooled stats of the events mapped to it.  A pdf with no stats
     (a phone never seen in training) gets the global mean/variance, with a warning.  With
-    ``old_tm`` the new transition model's probabilities are copied from it for every
-    transition whose (phone, hmm-state, transition) exists in both (as gmm-init-model does
-    with an old model)."""
+    ``old_tree`` and ``old_am`` (Kaldi's optional <old-tree> <old-model>), each new pdf instead
+    copies the whole GMM of the old pdf that most of its data maps to (Kaldi InitAmGmmFromOld).
+    With ``old_tm`` the transition probabilities are copied for every (phone, hmm-state,
+    transition) the old model has."""
     import kaldi_hmm_gmm as khg
     t = as_tree(tree)
     ctx = t.to_kaldi()
@@ -144,7 +146,13 @@ def init_model_from_tree_stats(tree, topo, stats: TreeStats, *, var_floor: float
         log.warning("%d pdf(s) have no stats (e.g. pdf %d); initialising them from the global mean/variance",
                     empty.size, int(empty[0]))
     am = khg.AmDiagGmm()
+    source = None
+    if old_tree is not None and old_am is not None:
+        source = _old_pdf_sources(stats, t, as_tree(old_tree), num_pdfs, old_am.num_pdfs)
     for pdf in range(num_pdfs):
+        if source is not None and source[pdf] >= 0:
+            am.add_pdf(khg.DiagGmm(old_am.get_pdf(int(source[pdf]))))
+            continue
         if cnt[pdf] > 0:
             mean = s[pdf] / cnt[pdf]
             var = np.maximum(sq[pdf] / cnt[pdf] - mean * mean, var_floor)
@@ -158,6 +166,29 @@ def init_model_from_tree_stats(tree, topo, stats: TreeStats, *, var_floor: float
     if old_tm is not None:
         tm = copy_transition_probs(old_tm, tm)
     return tm, am, cnt
+
+
+def _old_pdf_sources(stats: TreeStats, new_tree: ContextDependencyTree, old_tree: ContextDependencyTree,
+                     num_pdfs: int, old_num_pdfs: int) -> np.ndarray:
+    """For each new pdf, the old pdf with the largest count among the events mapping to it (-1: none)."""
+    if old_tree.context_width > stats.context_width:
+        raise PynnetError(f"old tree has context width {old_tree.context_width}, the stats only "
+                          f"{stats.context_width}")
+    new_leaf = new_tree.to_pdf.map_events(stats.keys, stats.events)
+    # the old tree sees the window positions it knows, aligned on the central phone
+    shift = stats.central_position - old_tree.central_position
+    cols = [0] + [1 + shift + j for j in range(old_tree.context_width)]
+    if min(cols[1:]) < 1 or max(cols) > stats.context_width:
+        raise PynnetError("old tree's context window does not fit in the stats' window")
+    old_leaf = old_tree.to_pdf.map_events(old_tree_keys(old_tree), stats.events[:, cols])
+    ok = (new_leaf >= 0) & (old_leaf >= 0) & (old_leaf < old_num_pdfs)
+    joint = np.zeros((num_pdfs, old_num_pdfs))
+    np.add.at(joint, (new_leaf[ok], old_leaf[ok]), stats.counts[ok])
+    return np.where(joint.sum(1) > 0, joint.argmax(1), -1)
+
+
+def old_tree_keys(tree: ContextDependencyTree) -> list[int]:
+    return [-1] + list(range(tree.context_width))
 
 
 def copy_transition_probs(old_tm, new_tm):
