@@ -346,6 +346,11 @@ def test_compute_feats_program(tmp_path, capsys):
     assert sorted(st) == ["spk0", "spk1"]
     want = cmvn_stats(np.vstack([got["spk0-utt0"], got["spk0-utt2"]]))
     assert st["spk0"].dtype == np.float64 and np.allclose(st["spk0"], want)
+    # global stats to a plain file (an rxfilename, as Kaldi): one matrix over all utterances
+    rc, err = run_main(compute_cmvn_stats, [f"scp:{scp}", f"{tmp_path}/global.stats"], capsys)
+    assert rc == 0, err
+    g = kaldiio.load_mat(str(tmp_path / "global.stats"))
+    assert g.dtype == np.float64 and np.allclose(g, cmvn_stats(np.vstack(list(got.values()))))
 
 
 def test_compute_feats_errors_are_one_line_and_write_nothing(tmp_path, capsys):

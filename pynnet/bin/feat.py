@@ -233,9 +233,10 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
 
     usage = ("Compute cepstral mean and variance normalization statistics (Kaldi compute-cmvn-stats):\n"
              "per utterance by default, or per speaker if --spk2utt is given.\n"
-             "Usage: pynnet-compute-cmvn-stats [options] <feats-rspecifier> <stats-wspecifier>\n"
+             "Usage: pynnet-compute-cmvn-stats [options] <feats-rspecifier> (<stats-wspecifier>|<stats-wxfilename>)\n"
              "e.g.:  pynnet-compute-cmvn-stats --spk2utt=ark:data/train/spk2utt scp:data/train/feats.scp "
              "ark,scp:mfcc/cmvn_train.ark,mfcc/cmvn_train.scp\n"
+             "       pynnet-compute-cmvn-stats scp:data/train/feats.scp exp/dnn/global_cmvn.stats  (global)\n"
              "Stats: a 2 x (dim+1) double matrix: sums and the count; sums of squares and 0.")
     p = KaldiOptions(usage)
     p.register("spk2utt", str, "", "rspecifier for speaker to utterance-list map")
@@ -256,9 +257,33 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
             acc_real(stats, x)
 
     num_done = num_err = 0
+    from pynnet.feat.tables import _split_spec
+    if not _split_spec(stats_wspec)[0]:
+        # An rxfilename, not a table: global stats over all utterances (Kaldi does the same).
+        if v["spk2utt"]:
+            fail("--spk2utt needs a table wspecifier for the stats (ark:... or ark,scp:...)")
+        stats = None
+        for utt, x in read_matrices(feats_rspec):
+            if stats is None:
+                stats = np.zeros((2, x.shape[1] + 1))
+            elif stats.shape[1] != x.shape[1] + 1:
+                fail(f"utterance '{utt}' has dimension {x.shape[1]}, others {stats.shape[1] - 1}")
+            acc_cmvn_stats(stats, x)
+            num_done += 1
+        if stats is None:
+            fail("no features found", feats_rspec)
+        from pynnet.io.atomic import atomic_path
+        with atomic_path(stats_wspec) as tmp:
+            if v["binary"]:
+                kaldiio.save_mat(tmp, stats)
+            else:
+                with open(tmp, "wb") as f:
+                    import kaldiio.matio as km
+                    km.write_array_ascii(f, stats)
+        _log(f"Wrote global CMVN stats of {num_done} utterances ({int(stats[0, -1])} frames) to {stats_wspec}")
+        return 0
     with MatrixWriter(stats_wspec) as writer:
         if v["spk2utt"]:
-            from pynnet.feat.tables import _split_spec
             opts, rest = _split_spec(feats_rspec)
             if "scp" not in opts and not feats_rspec.endswith(".scp"):
                 fail("--spk2utt needs the features as scp:feats.scp (random access)")
