@@ -1,0 +1,176 @@
+"""Frame pipeline: targets via the TransitionModel, CV hold-out, bounded chunked randomizer that
+covers every frame once per epoch, double-buffered loader, splicing, deltas, global CMVN."""
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import pynnet.nnet.data as D
+from pynnet.io.errors import PynnetError
+from pynnet.nnet.model import FeatureTransform, splice_frames
+from pynnet.nnet.toy import make_toy_corpus
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipe")
+    data, ali = make_toy_corpus(str(root), num_utts=30, drop_ali=3)
+    tr, cv, n = D.load_frame_sets(data, ali, apply_cmvn=True, delta_order=0, cv_percent=10, seed=3)
+    return data, ali, tr, cv, n
+
+
+def test_targets_are_pdfs_of_the_alignment(sets):
+    data, ali, tr, cv, n = sets
+    from pynnet.hmm.ali_io import read_alignments
+    from pynnet.hmm.model_io import read_model
+    tm, _ = read_model(f"{ali}/final.mdl")
+    tids = read_alignments(ali)
+    u = tr.utts[0]
+    expect = np.array([tm.transition_id_to_pdf(int(t)) for t in tids[u]])
+    assert np.array_equal(tr.targets[u], expect)
+    assert n == tm.num_pdfs == 12
+
+
+def test_cv_holdout_by_utterance(sets):
+    data, ali, tr, cv, n = sets
+    assert len(tr.utts) + len(cv.utts) == 27 and len(cv.utts) == 3
+    assert not set(tr.utts) & set(cv.utts)
+    tr2, cv2, _ = D.load_frame_sets(data, ali, apply_cmvn=True, delta_order=0, cv_percent=10, seed=3)
+    assert cv2.utts == cv.utts   # deterministic for a seed
+    _, cv3, _ = D.load_frame_sets(data, ali, apply_cmvn=True, delta_order=0, cv_percent=10, seed=4)
+    assert cv3.utts != cv.utts
+
+
+def _epoch(tr, epoch, buffer_frames, seed=1):
+    tf = FeatureTransform(6, 0)
+    chunks = D.plan_chunks(tr, epoch, seed, buffer_frames)
+    loader = D.ChunkLoader(tr, chunks, tf, 0, [seed, epoch, 2])
+    out = [(ch.index, ch.x[ch.order], ch.y[ch.order]) for ch in loader]
+    return chunks, out
+
+
+def test_randomizer_bounded_and_covers_every_frame_once(sets):
+    _, _, tr, _, n = sets
+    chunks, out = _epoch(tr, 1, buffer_frames=300)
+    assert len(chunks) > 3
+    for c in chunks:
+        assert sum(tr.frames[u] for u in c) <= 300 or len(c) == 1
+    assert sorted(u for c in chunks for u in c) == sorted(tr.utts)
+    ys = torch.cat([y for _, _, y in out]).numpy()
+    expect = np.concatenate([tr.targets[u] for u in tr.utts])
+    assert len(ys) == tr.num_frames
+    assert np.array_equal(np.bincount(ys, minlength=n), np.bincount(expect, minlength=n))
+    # every feature row appears exactly once (rows are distinct random vectors)
+    xs = torch.cat([x for _, x, _ in out])
+    allx = torch.cat([torch.from_numpy(tr.reader.read(u)) for u in tr.utts])
+    a = sorted(map(tuple, xs.numpy().round(5).tolist()))
+    b = sorted(map(tuple, allx.numpy().round(5).tolist()))
+    assert a == b
+    # frames are shuffled inside a chunk, not left in utterance order
+    _, x0, _ = out[0]
+    first = torch.cat([torch.from_numpy(tr.reader.read(u)) for u in chunks[0]])
+    assert not torch.equal(x0, first)
+
+
+def test_epoch_order_is_deterministic_and_changes_per_epoch(sets):
+    _, _, tr, _, _ = sets
+    c1, o1 = _epoch(tr, 1, 300)
+    c1b, o1b = _epoch(tr, 1, 300)
+    c2, o2 = _epoch(tr, 2, 300)
+    assert c1 == c1b and all(torch.equal(a[1], b[1]) for a, b in zip(o1, o1b))
+    assert c1 != c2
+
+
+def test_loader_keeps_at_most_two_buffers(sets, monkeypatch):
+    _, _, tr, _, _ = sets
+    real = D.load_chunk
+    loaded, lock = [], threading.Lock()
+
+    def counting(*a, **k):
+        ch = real(*a, **k)
+        with lock:
+            loaded.append(ch.index)
+        return ch
+
+    monkeypatch.setattr(D, "load_chunk", counting)
+    tf = FeatureTransform(6, 0)
+    chunks = D.plan_chunks(tr, 1, 0, 200)
+    assert len(chunks) >= 6
+    loader = D.ChunkLoader(tr, chunks, tf, 0, [0])
+    consumed = 0
+    for ch in loader:
+        time.sleep(0.05)   # a slow trainer: the loader must not run ahead
+        with lock:
+            ahead = len(loaded) - consumed
+        assert ahead <= 2, (len(loaded), consumed)
+        consumed += 1
+    assert consumed == len(chunks)
+    # started mid-epoch, it continues from that chunk
+    loader = D.ChunkLoader(tr, chunks, tf, 3, [0])
+    assert [ch.index for ch in loader] == list(range(3, len(chunks)))
+
+
+def test_loader_errors_reach_the_trainer(sets, tmp_path):
+    data, ali, tr, _, _ = sets
+    import copy
+    bad = copy.copy(tr)
+    bad.reader = copy.copy(tr.reader)
+    bad.reader.scp = dict(tr.reader.scp)
+    bad.reader.scp[tr.utts[-1]] = str(tmp_path / "missing.ark") + ":10"
+    chunks = D.plan_chunks(bad, 1, 0, 10 ** 6, shuffle=False)
+    with pytest.raises(PynnetError, match=f"cannot read features of '{tr.utts[-1]}'"):
+        list(D.ChunkLoader(bad, chunks, FeatureTransform(6, 0), 0, None))
+
+
+def test_splice_replicates_edges():
+    x = torch.arange(12, dtype=torch.float32).view(4, 3)
+    s = splice_frames(x, 1)
+    assert s.shape == (4, 9)
+    assert torch.equal(s[0], torch.cat([x[0], x[0], x[1]]))
+    assert torch.equal(s[2], torch.cat([x[1], x[2], x[3]]))
+    assert torch.equal(s[3], torch.cat([x[2], x[3], x[3]]))
+
+
+def test_add_deltas_matches_kaldi_formula():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(20, 3)).astype(np.float32)
+    y = D.add_deltas(x, 2)
+    assert y.shape == (20, 9)
+    xp = np.concatenate([x[:1]] * 4 + [x] + [x[-1:]] * 4)   # edge replication
+    def delta(a, t):
+        return sum(n * (a[t + n] - a[t - n]) for n in (1, 2)) / 10.0
+    d1 = np.array([delta(xp, t) for t in range(2, len(xp) - 2)])   # on the padded signal
+    d2 = np.array([delta(d1, t) for t in range(2, len(d1) - 2)])
+    assert np.allclose(y[:, 3:6], d1[2:-2], atol=1e-5)
+    # second order: Kaldi convolves the filters and clamps indices on the ORIGINAL features
+    assert np.allclose(y[:, 6:9], d2, atol=1e-5)
+
+
+def test_global_cmvn_and_per_speaker_cmvn(sets):
+    _, _, tr, _, _ = sets
+    mean, std = D.global_cmvn(tr, progress=False)
+    allx = np.concatenate([tr.reader.read(u) for u in tr.utts]).astype(np.float64)
+    assert np.allclose(mean, allx.mean(0), atol=1e-4) and np.allclose(std, allx.std(0), atol=1e-4)
+    # per-speaker mean normalisation: each speaker's frames have ~zero mean
+    spk_frames = {}
+    for u in tr.utts:
+        spk_frames.setdefault(tr.reader.utt2spk[u], []).append(tr.reader.read(u))
+    for fr in spk_frames.values():
+        # the stats cover all of the speaker's utterances, so only approximately zero on a subset
+        assert np.abs(np.concatenate(fr).mean(0)).max() < 0.5
+    tf = FeatureTransform(6, 2)
+    tf.set_global_cmvn(mean, std)
+    z = tf(torch.from_numpy(allx.astype(np.float32)))
+    assert z.shape[1] == 30
+    assert np.allclose(z[:, 12:18].mean(0).numpy(), 0, atol=1e-3)
+    assert np.allclose(z[:, 12:18].std(0).numpy(), 1, atol=1e-2)
+
+
+def test_missing_cmvn_is_an_error(tmp_path):
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=6)
+    import os
+    os.unlink(f"{data}/cmvn.scp")
+    with pytest.raises(PynnetError, match="cmvn.scp: needed for --apply-cmvn true"):
+        D.load_frame_sets(data, ali, apply_cmvn=True, delta_order=0, cv_percent=10, seed=0)
