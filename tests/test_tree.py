@@ -503,6 +503,12 @@ def test_convert_alignments_keeps_phones_states_and_lengths(data, stats):
     back = dict(convert_alignments(new_tm, tm, mono, new))
     for u in alis:
         np.testing.assert_array_equal(back[u], alis[u])
+    # reordered alignments (self-loops after the forward transition) convert and stay reordered
+    _, _, _, alis_r, _, _ = generate(10, seed=1, reordered=True)
+    conv_r = dict(convert_alignments(tm, new_tm, tree, alis_r))
+    for u in alis_r:
+        np.testing.assert_array_equal(new_t.is_self_loop[conv_r[u]], old_t.is_self_loop[alis_r[u]])
+        np.testing.assert_array_equal(new_t.pdf[conv_r[u]], new_t.pdf[new[u]])
     # a tree that does not match the model is refused
     with pytest.raises(PynnetError):
         AlignmentConverter(tm, tm, tree).convert(alis["utt000"])
