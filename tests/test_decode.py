@@ -263,61 +263,49 @@ def _env():
 
 
 def test_decode_sh_and_scoring_end_to_end(tmp_path):
-    toy = Toy()
+    """steps/decode.sh + steps/score_kaldi.sh on noisy audio: Kaldi's decode dir layout, a WER per
+    grid point, best_wer = the minimum over the grid, wer_details of the best point."""
+    import kaldiio
+    toy = Toy(word_costs={1: 0.5, 2: 3.0, 3: 0.5, 4: 3.0, 5: 0.5, 6: 3.0})
     exp, graph, data = _setup_exp(tmp_path, toy, UTTS)
+    with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as wr:
+        for i, (utt, words) in enumerate(sorted(UTTS.items())):
+            wr(utt, toy.feats(words, seed=20 + i, noise=1.1, frames_per_state=2))
     dec = exp / "decode_test"
     r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "2", "--acwt", "0.1",
-                        "--scoring-opts", "--min-lmwt 7 --max-lmwt 12",
+                        "--scoring-opts", "--min-lmwt 1 --max-lmwt 20",
                         str(graph), str(data), str(dec)], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "RTF" in r.stdout
-    # Kaldi's decode dir layout
     assert (dec / "num_jobs").read_text().strip() == "2"
     for j in (1, 2):
         assert (dec / f"lat.{j}.gz").exists() and (dec / "log" / f"decode.{j}.log").exists()
     lats = dict(read_lattice_ark(str(dec / "lat.1.gz")))
     lats.update(read_lattice_ark(f"ark:gunzip -c {dec}/lat.2.gz|"))
     assert sorted(lats) == sorted(UTTS)
-    for lmwt in range(7, 13):
+    wers = {}
+    for lmwt in range(1, 21):
         for wip in ("0.0", "0.5", "1.0"):
             hyp = (dec / "scoring_kaldi" / f"penalty_{wip}" / f"{lmwt}.txt").read_text().splitlines()
-            assert len(hyp) == len(UTTS)
-            wer = (dec / f"wer_{lmwt}_{wip}").read_text()
-            assert wer.splitlines()[0].startswith("compute-wer --text --mode=present ark:")
-            assert wer.splitlines()[1].startswith("%WER ")
-            assert wer.splitlines()[3] == "Scored 5 sentences, 0 not present in hyp."
-    best = (dec / "scoring_kaldi" / "best_wer").read_text().strip()
-    assert best.startswith("%WER 0.00 [ 0 / 12, 0 ins, 0 del, 0 sub ]") and best.endswith("wer_7_0.0")
-    details = dec / "scoring_kaldi" / "wer_details"
-    assert (details / "lmwt").read_text().strip() == "7" and (details / "wip").read_text().strip() == "0.0"
-    assert "spkA-u1 #csid 3 0 0 0" in (details / "per_utt").read_text()
-    assert (details / "per_spk").read_text().splitlines()[-2].split()[:4] == ["SUM", "raw", "5", "12"]
-    assert (details / "ops").exists()
-
-
-def test_best_wer_is_minimum_over_grid(tmp_path):
-    # Noisy audio so that the grid points differ; best_wer must be the minimum of all wer_* files.
-    toy = Toy(word_costs={1: 0.5, 2: 3.0, 3: 0.5, 4: 3.0, 5: 0.5, 6: 3.0})
-    exp, graph, data = _setup_exp(tmp_path, toy, UTTS)
-    import kaldiio
-    with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as wr:
-        for i, (utt, words) in enumerate(sorted(UTTS.items())):
-            wr(utt, toy.feats(words, seed=20 + i, noise=1.1, frames_per_state=2))
-    dec = exp / "decode_test"
-    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "1", "--acwt", "0.1",
-                        "--scoring-opts", "--min-lmwt 1 --max-lmwt 20 --stats false", str(graph), str(data), str(dec)],
-                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr + r.stdout
-    wers = {}
-    for f in dec.glob("wer_*"):
-        line = [ln for ln in f.read_text().splitlines() if ln.startswith("%WER")][0]
-        wers[f.name] = float(line.split()[1])
-    assert len(wers) == 60
+            assert sorted(h.split()[0] for h in hyp) == sorted(UTTS)
+            wer = (dec / f"wer_{lmwt}_{wip}").read_text().splitlines()
+            assert wer[0].startswith("compute-wer --text --mode=present ark:")
+            assert wer[1].startswith("%WER ") and wer[1].split()[5] == "12,"
+            assert wer[3] == "Scored 5 sentences, 0 not present in hyp."
+            wers[f"wer_{lmwt}_{wip}"] = float(wer[1].split()[1])
     assert len(set(wers.values())) > 1, "grid points should differ on noisy audio"
     best = (dec / "scoring_kaldi" / "best_wer").read_text().split()
-    assert float(best[1]) == min(wers.values())
+    assert best[0] == "%WER" and float(best[1]) == min(wers.values())
     assert wers[os.path.basename(best[-1])] == min(wers.values())
+    details = dec / "scoring_kaldi" / "wer_details"
+    lmwt, wip = (details / "lmwt").read_text().strip(), (details / "wip").read_text().strip()
+    assert best[-1].endswith(f"wer_{lmwt}_{wip}")
+    csid = [ln.split()[2:] for ln in (details / "per_utt").read_text().splitlines() if "#csid" in ln]
+    s_i_d = [sum(int(c[k]) for c in csid) for k in (1, 2, 3)]
+    assert sum(s_i_d) == int(best[3])                       # errors at the best point
+    assert (details / "per_spk").read_text().splitlines()[-2].split()[:4] == ["SUM", "raw", "5", "12"]
+    assert (details / "ops").exists()
 
 
 def test_decode_sh_dimension_mismatch_is_one_line(tmp_path):
@@ -376,3 +364,55 @@ def test_decode_faster_mapped_program(tmp_path):
     assert r4.returncode == 1 and r4.stderr.count("\n") == 1
     assert "have 7 columns but the model" in r4.stderr and "18 pdfs" in r4.stderr
     assert not (tmp_path / "lat.bad.gz").exists()
+
+
+def test_kaldi_text_lattice_roundtrip_and_bad_input(tmp_path):
+    text = "0\t1\t3\t5\t1.5,2.25\n0\t2\t4\t0\t0.5,1\n1\t3\t6\t0\t0,3.5\n2\t3\t7\t6\t2,1\n3\t0.5,0\n"
+    lat = from_fst_text(text)
+    out = lat.to_kaldi_text("utt1")
+    # Kaldi: key, newline, AT&T arcs "src dst in out graph,acoustic" (tabs), final lines, blank line
+    assert out == "utt1 \n" + text + "\n"
+    p = tmp_path / "lat.1.gz"
+    with gzip.open(p, "wt") as f:
+        f.write(out + lat.to_kaldi_text("utt2"))
+    got = list(read_lattice_ark(str(p)))
+    assert [k for k, _ in got] == ["utt1", "utt2"]
+    assert got[1][1].to_kaldi_text("utt1") == out
+    # CompactLattice text (what lattice-copy --write-compact writes): word on the arc, tids in weight
+    clat = from_fst_text("0\t1\t5\t1.5,2.25,3_3_4\n1\t2\t6\t1,1,5\n2\t0,0,\n")
+    assert best_paths(clat, [10.0], [0.0])[(10.0, 0.0)] == [5, 6]
+    # truncated archive (no terminating blank line), garbage lines, binary data
+    bad = tmp_path / "trunc.txt"
+    bad.write_text(out.rstrip("\n") + "\n")
+    with pytest.raises(PynnetError, match="not terminated"):
+        list(read_lattice_ark(f"ark:{bad}"))
+    bad.write_text("utt1 \n0\t1\tx\t5\t1,2\n\n")
+    with pytest.raises(PynnetError, match=r"trunc.txt:2: bad lattice line"):
+        list(read_lattice_ark(f"ark,t:{bad}"))
+    bad.write_bytes(b"utt1 \x00B\x01\x02\xff\xfe\n")
+    with pytest.raises(PynnetError):
+        list(read_lattice_ark(str(bad)))
+    with pytest.raises(PynnetError, match="no such file"):
+        list(read_lattice_ark(str(tmp_path / "missing.gz")))
+
+
+def test_decode_errors(toy, tmp_path):
+    with pytest.raises(PynnetError, match="has 5 columns but the model has 18 pdfs"):
+        decode_loglikes(toy.hclg, toy.tm, np.zeros((10, 5)), 0.1, utt="u9")
+    ll = np.zeros((4, toy.D))
+    ll[1, 2] = np.nan
+    with pytest.raises(PynnetError, match="NaN"):
+        decode_loglikes(toy.hclg, toy.tm, ll, 0.1)
+    assert not decode_loglikes(toy.hclg, toy.tm, np.zeros((0, toy.D)), 0.1).ok
+    with pytest.raises(PynnetError, match="feature dimension 3 does not match the model dimension 18"):
+        GmmScorer(toy.am).loglikes(np.zeros((5, 3)))
+    junk = tmp_path / "HCLG.fst"
+    junk.write_text("not an fst")
+    with pytest.raises(PynnetError, match="cannot read as an OpenFst graph"):
+        read_hclg(junk)
+    # too few frames to get through any word: no final state; partial output only if allowed
+    x = toy.feats([1])[:2]
+    r = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1, DecodeConfig(allow_partial=False))
+    assert not r.ok and r.partial
+    r = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1, DecodeConfig(allow_partial=True))
+    assert r.ok and r.partial and len(r.alignment) == 2

@@ -110,20 +110,19 @@ def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: flo
     decoder.decode(decodable)
     if decoder.num_frames_decoded() != T:
         return DecodeResult(False, False, num_frames=T)
-    use_final = True
+    # As Kaldi's DecodeUtteranceLatticeFaster: no final state reached -> partial output (from all
+    # active tokens; the decoder treats them all as final) only if allowed.
+    reached_final = np.isfinite(decoder.final_relative_cost())
+    if not reached_final and not cfg.allow_partial:
+        return DecodeResult(False, True, num_frames=T)
     ok, best = decoder.get_best_path(True)
     if not ok or best.num_states == 0:
-        if not cfg.allow_partial:
-            return DecodeResult(False, True, num_frames=T)
-        use_final = False
-        ok, best = decoder.get_best_path(False)
-        if not ok or best.num_states == 0:
-            return DecodeResult(False, True, num_frames=T)
+        return DecodeResult(False, not reached_final, num_frames=T)
     ali, words, weight = _linear(kaldifst, best)
-    ok_lat, raw = decoder.get_raw_lattice(use_final)
+    ok_lat, raw = decoder.get_raw_lattice(True)
     lat = from_kaldifst(raw).scaled(acoustic_scale=1.0 / acoustic_scale) if ok_lat else None
     like = -(weight[0] + weight[1])
-    return DecodeResult(True, not use_final, words, ali, like, lat, T)
+    return DecodeResult(True, not reached_final, words, ali, like, lat, T)
 
 
 def _linear(kaldifst, best) -> tuple[list[int], list[int], tuple[float, float]]:

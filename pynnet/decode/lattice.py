@@ -81,7 +81,8 @@ def _g(x: float) -> str:
     return "0" if s == "-0" else s
 
 
-def from_fst_text(text: str, start: int | None = None, where: str = "lattice") -> Lattice:
+def from_fst_text(text: str, start: int | None = None, where: str = "lattice",
+                  first_line: int = 1) -> Lattice:
     """Parse AT&T text of a lattice (kaldifst ``Lattice.to_str()`` or a Kaldi text entry).
     Arc lines: ``src dst ilabel olabel g,a``; final lines: ``state [g,a]``.  Also accepts
     CompactLattice lines ``src dst word g,a,tid_tid_...`` (the transition-ids are dropped;
@@ -114,7 +115,7 @@ def from_fst_text(text: str, start: int | None = None, where: str = "lattice") -
             else:
                 raise ValueError
         except ValueError:
-            fail(f"bad lattice line '{line.strip()}'", where, n)
+            fail(f"bad lattice line '{line.strip()}'", where, first_line + n - 1)
         if first is None:
             first = int(f[0])
     if first is None:
@@ -169,12 +170,11 @@ def read_lattice_ark(spec: str) -> Iterator[tuple[str, Lattice]]:
                 if fields[0].startswith("\0B") or "\0" in line:
                     fail("binary lattices are not supported; write them with ark,t", name, n)
                 key, start_line = fields[0], n
-                rest = line.strip()[len(key):].strip()
-                if rest:
-                    buf.append(rest)
+                if line.strip() != key:
+                    fail(f"expected a lattice after the key '{key}' on its own line", name, n)
                 continue
             if not line.strip():
-                yield key, from_fst_text("\n".join(buf), where=f"{name}:{start_line}")
+                yield key, from_fst_text("".join(buf), where=name, first_line=start_line + 1)
                 key, buf = None, []
             else:
                 buf.append(line)
