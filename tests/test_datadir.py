@@ -2,12 +2,17 @@
 generated data dirs, good and bad.  Bad input must give exactly one line `file:line: what`."""
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from pynnet.bin import datadir as B
 from pynnet.io import datadir as D
 from pynnet.io.errors import PynnetError
 
@@ -16,7 +21,42 @@ UTILS = TOP / "utils"
 ENV = dict(os.environ, LC_ALL="C", PATH=f"{UTILS}:{TOP / 'tools/venv/bin'}:{os.environ['PATH']}")
 
 
-def sh(*args, cwd=None, input=None):
+# The programs behind the scripts; most checks call them in-process (a python start-up per call
+# would make this file slow on a shared machine), test_scripts_end_to_end runs the real scripts.
+INPROC = {
+    "validate_data_dir.sh": ("pynnet-validate-data-dir", B.validate_main),
+    "fix_data_dir.sh": ("pynnet-fix-data-dir", B.fix_main),
+    "subset_data_dir.sh": ("pynnet-subset-data-dir", B.subset_main),
+    "split_data.sh": ("pynnet-split-data", B.split_data_main),
+    "combine_data.sh": ("pynnet-combine-data", B.combine_main),
+    "copy_data_dir.sh": ("pynnet-copy-data-dir", B.copy_main),
+    "split_scp.pl": ("pynnet-split-scp", B.split_scp_main),
+    "filter_scp.pl": ("pynnet-filter-scp", B.filter_scp_main),
+    "utt2spk_to_spk2utt.pl": ("pynnet-utt2spk-to-spk2utt", B.utt2spk_to_spk2utt_main),
+}
+
+
+@dataclasses.dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def sh(*args, cwd=None, input=None, real=False):
+    """Run a utils script: in-process through its program unless ``real`` or stdin is needed."""
+    name = Path(str(args[0])).name
+    if not real and input is None and cwd is None and name in INPROC:
+        prog, main = INPROC[name]
+        out, err = io.StringIO(), io.StringIO()
+        argv0 = sys.argv
+        sys.argv = [prog]
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = main([str(a) for a in args[1:]])
+        finally:
+            sys.argv = argv0
+        return Result(rc, out.getvalue(), err.getvalue())
     return subprocess.run([str(a) for a in args], cwd=cwd, env=ENV, capture_output=True, text=True, input=input)
 
 
@@ -112,11 +152,11 @@ def test_validate_optional_files_and_warnings(tmp_path):
 
 
 def test_validate_usage(tmp_path):
-    r = sh(UTILS / "validate_data_dir.sh")
+    r = sh(UTILS / "validate_data_dir.sh", real=True)
     assert r.returncode == 1 and "Usage:" in r.stderr
-    r = sh(UTILS / "validate_data_dir.sh", "--bogus", tmp_path)
+    r = sh(UTILS / "validate_data_dir.sh", "--bogus", tmp_path, real=True)
     assert r.returncode == 1 and "unknown option --bogus" in r.stderr
-    r = sh(UTILS / "validate_data_dir.sh", tmp_path / "nope")
+    r = sh(UTILS / "validate_data_dir.sh", tmp_path / "nope", real=True)
     assert r.returncode == 1 and "no such directory" in r.stderr
 
 
@@ -236,7 +276,7 @@ def test_fix_data_dir_segments_and_errors(tmp_path):
     _corrupt(f, "utt2spk", lambda L: L[:2] + ["spkA-u3"] + L[3:])
     assert error_line(sh(UTILS / "fix_data_dir.sh", f)) == \
         f"ERROR (pynnet-fix-data-dir): {f}/utt2spk:3: expected at least 2 fields, got 1: 'spkA-u3'"
-    assert sh(UTILS / "fix_data_dir.sh").returncode == 1
+    assert sh(UTILS / "fix_data_dir.sh", real=True).returncode == 1
 
 
 def test_fix_derives_utt2spk_from_spk2utt(tmp_path):
@@ -296,7 +336,7 @@ def test_subset_shortest_by_segments_and_utt2dur(tmp_path):
 
 def test_subset_bad_usage(tmp_path):
     d = make_dir(tmp_path / "d")
-    assert sh(UTILS / "subset_data_dir.sh", d).returncode == 1
+    assert sh(UTILS / "subset_data_dir.sh", d, real=True).returncode == 1
     assert error_line(sh(UTILS / "subset_data_dir.sh", "--first", d, 10, tmp_path / "x")) == \
         f"ERROR (pynnet-subset-data-dir): {d}/utt2spk: cannot subset to 10 utterances: the data dir has only 9"
     assert "must be a positive integer, got 'many'" in error_line(sh(UTILS / "subset_data_dir.sh", d, "many", tmp_path / "x"))
@@ -340,7 +380,7 @@ def test_split_data_per_utt_and_segments(tmp_path):
         f"ERROR (pynnet-split-data): {d}/spk2utt: cannot split into 3 parts: there are only 2 speakers (use --per-utt, or fewer jobs)"
     assert error_line(sh(UTILS / "split_data.sh", d, 0)) == \
         "ERROR (pynnet-split-data): <num-to-split> must be a positive integer, got '0'"
-    assert sh(UTILS / "split_data.sh", d).returncode == 1
+    assert sh(UTILS / "split_data.sh", d, real=True).returncode == 1
 
 
 def test_split_counts_balance():
@@ -368,7 +408,7 @@ def test_combine_and_copy(tmp_path):
     assert sh(UTILS / "validate_data_dir.sh", c).returncode == 0
     assert error_line(sh(UTILS / "combine_data.sh", tmp_path / "x", a, a)) == \
         f"ERROR (pynnet-combine-data): {a}/utt2spk:1: utterance 'a1-u1' is also in {a}"
-    assert sh(UTILS / "combine_data.sh", tmp_path / "x").returncode == 1
+    assert sh(UTILS / "combine_data.sh", tmp_path / "x", real=True).returncode == 1
 
 
 def test_combine_segments_with_plain(tmp_path):
@@ -386,12 +426,12 @@ def test_combine_segments_with_plain(tmp_path):
 
 def test_copy_keeps_recordings_with_segments(tmp_path):
     s = make_dir(tmp_path / "s", segments=True)
-    r = sh(UTILS / "copy_data_dir.sh", "--utt-suffix", "-x", s, tmp_path / "t")
+    r = sh(UTILS / "copy_data_dir.sh", "--utt-suffix", "-x", s, tmp_path / "t", real=True)  # a value like an option
     assert r.returncode == 0, r.stderr
     assert read(tmp_path / "t/wav.scp") == read(s / "wav.scp")
     assert read(tmp_path / "t/segments")[0] == "spkA-u1-x spkA-rec 0.00 0.50"
-    assert sh(UTILS / "copy_data_dir.sh", "--bogus", "1", s, tmp_path / "u").returncode == 1
-    assert sh(UTILS / "copy_data_dir.sh", s).returncode == 1
+    assert sh(UTILS / "copy_data_dir.sh", "--bogus", "1", s, tmp_path / "u", real=True).returncode == 1
+    assert sh(UTILS / "copy_data_dir.sh", s, real=True).returncode == 1
 
 
 # --- scp tools --------------------------------------------------------------------------------
@@ -419,7 +459,7 @@ def test_filter_scp(tmp_path):
     assert r.stdout.splitlines() == ["spkC-u1 spkC", "spkC-u2 spkC", "spkC-u3 spkC"]
     assert error_line(sh(UTILS / "filter_scp.pl", "-f", 3, tmp_path / "spks", d / "utt2spk")) == \
         f"ERROR (pynnet-filter-scp): {d}/utt2spk:1: line has 2 fields, cannot select field 3"
-    assert sh(UTILS / "filter_scp.pl").returncode == 1
+    assert sh(UTILS / "filter_scp.pl", real=True).returncode == 1
 
 
 def test_split_scp(tmp_path):
@@ -441,7 +481,7 @@ def test_split_scp(tmp_path):
     assert error_line(sh(UTILS / "split_scp.pl", f"--utt2spk={d / 'utt2spk'}", tmp_path / "mixed.scp", *outs[:2])) == \
         f"ERROR (pynnet-split-scp): {tmp_path}/mixed.scp:3: lines of speaker 's1' are not contiguous (sort by speaker, e.g. make speaker-ids prefixes of utterance-ids)"
     assert "out of range" in error_line(sh(UTILS / "split_scp.pl", "-j", 3, 3, d / "wav.scp"))
-    assert sh(UTILS / "split_scp.pl", d / "wav.scp").returncode == 1
+    assert sh(UTILS / "split_scp.pl", d / "wav.scp", real=True).returncode == 1
 
 
 # --- library API ------------------------------------------------------------------------------
@@ -461,3 +501,38 @@ def test_library_api(tmp_path):
     # writing over a dir removes stale tables the new dir lacks
     D.write_data_dir(D.DataDir(str(tmp_path / "sub"), {"utt2spk": {"x-1": "x"}}), tmp_path / "sub")
     assert sorted(os.listdir(tmp_path / "sub")) == ["spk2utt", "utt2spk"]
+
+
+def test_scripts_end_to_end(tmp_path):
+    """The real bash scripts (parse_options.sh, usage checks, console programs on PATH)."""
+    d = make_dir(tmp_path / "d")
+    _corrupt(d, "text", lambda L: L[1:][::-1])
+    steps = [
+        ("fix_data_dir.sh", d),
+        ("validate_data_dir.sh", d),
+        ("subset_data_dir.sh", "--first", d, 4, tmp_path / "s"),
+        ("split_data.sh", d, 2),
+        ("copy_data_dir.sh", "--utt-prefix", "p-", "--spk-prefix", "p-", d, tmp_path / "c"),
+        ("combine_data.sh", "--skip-fix", "true", tmp_path / "all", d, tmp_path / "c"),
+        ("validate_data_dir.sh", tmp_path / "all"),
+    ]
+    for script, *args in steps:
+        r = sh(UTILS / script, *args, real=True)
+        assert r.returncode == 0, (script, r.stderr)
+    assert len(read(tmp_path / "all/utt2spk")) == 16 and len(read(tmp_path / "s/utt2spk")) == 4
+    r = sh(UTILS / "utt2spk_to_spk2utt.pl", d / "utt2spk", real=True)
+    assert r.stdout.splitlines() == read(d / "spk2utt")
+    r = sh(UTILS / "filter_scp.pl", tmp_path / "s/utt2spk", d / "text", real=True)
+    assert len(r.stdout.splitlines()) == 4
+    r = sh(UTILS / "split_scp.pl", "-j", 2, 1, d / "text", real=True)
+    assert len(r.stdout.splitlines()) == 4
+    r = sh(UTILS / "combine_data.sh", "--skip-fix", "maybe", tmp_path / "x", d, real=True)
+    assert r.returncode == 1
+
+
+def test_partition_matches_restrict(tmp_path):
+    d = make_dir(tmp_path / "d", segments=True, spks=("a", "b", "c", "d"), per_spk=3)
+    dd = D.load_data_dir(d)
+    for parts in (D.split_by_speaker(dd, 3), D.split_by_utt(dd, 5)):
+        for part, utts in zip(dd.partition(parts), parts):
+            assert part.tables == dd.restrict(utts).tables

@@ -17,7 +17,8 @@ class _Parser(argparse.ArgumentParser):
     """Bad usage is a one-line error and exit 1, like every other user mistake."""
 
     def error(self, message: str) -> "NoReturn":  # noqa: F821
-        raise PynnetError(f"{message}; usage: {self.format_usage().strip().removeprefix('usage: ')}")
+        usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
+        raise PynnetError(f"{message}; usage: {usage}")
 
 
 def _say(prog: str, msgs: list[str], warn: bool = False) -> None:
