@@ -2,7 +2,6 @@
 the sph2pipe fallback, segments, channel selection, and the errors users get for bad input."""
 from __future__ import annotations
 
-import os
 import shutil
 import struct
 import warnings

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import warnings
 
 import kaldiio
 import kaldi_native_fbank as knf

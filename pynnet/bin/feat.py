@@ -14,7 +14,7 @@ import numpy as np
 
 from pynnet.bin._cli import cli, prog_name
 from pynnet.feat.options import KaldiOptions
-from pynnet.io.errors import PynnetError, fail
+from pynnet.io.errors import fail
 
 
 def _log(msg: str) -> None:
