@@ -107,6 +107,18 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
     return errs
 
 
+def visible_bias_from_outputs(batches, dim: int, max_frames: int = 50000) -> torch.Tensor:
+    """log(p / (1 - p)) of the mean activation p of the layer below (over up to max_frames)."""
+    s, n = torch.zeros(dim, dtype=torch.float64), 0
+    for v in batches:
+        s += v.double().sum(0)
+        n += v.shape[0]
+        if n >= max_frames:
+            break
+    p = (s / max(n, 1)).clamp(1e-4, 1 - 1e-4)
+    return torch.log(p / (1 - p)).float()
+
+
 def _frame_set(data_dir: str, apply_cmvn: bool, delta_order: int) -> FrameSet:
     reader = FeatureReader(data_dir, apply_cmvn, delta_order)
     n_file = os.path.join(data_dir, "utt2num_frames")
@@ -177,15 +189,8 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
         rbm = Rbm(vis, hid_dim, gaussian, cfg.init_std, gen)
         if not gaussian:
             # visible bias from the previous layer's mean output: log(p / (1 - p))
-            s, n = torch.zeros(vis, dtype=torch.float64), 0
             with torch.no_grad():
-                for v in batches_for(layer)(0):
-                    s += v.double().sum(0)
-                    n += v.shape[0]
-                    if n >= 50000:
-                        break
-            p = (s / max(n, 1)).clamp(1e-4, 1 - 1e-4)
-            rbm.vbias = torch.log(p / (1 - p)).float()
+                rbm.vbias = visible_bias_from_outputs(batches_for(layer)(0), vis)
         lr = cfg.lr_gb if gaussian else cfg.lr_bb
         epochs = cfg.epochs * (2 if gaussian else 1)
         with torch.no_grad():

@@ -1,0 +1,99 @@
+"""RBM pretraining: CD-1 lowers the reconstruction error, BB visible biases come from the layer
+below, per-layer resume, and the DBN initialises the DNN's hidden layers (train --dbn)."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from pynnet.bin.nnet import rbm_main, train_main
+from pynnet.io.errors import PynnetError
+from pynnet.nnet.rbm import Rbm, RbmConfig, cd1_epochs, load_dbn, visible_bias_from_outputs
+from pynnet.nnet.toy import make_toy_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rbm")
+    return (root, *make_toy_corpus(str(root), num_utts=24))
+
+
+def test_cd1_learns_bernoulli_data():
+    g = torch.Generator().manual_seed(0)
+    protos = (torch.rand(4, 20, generator=g) < 0.5).float()
+    data = protos[torch.randint(0, 4, (3000,), generator=g)]
+    flip = (torch.rand(data.shape, generator=g) < 0.05).float()
+    data = (data - flip).abs()
+    rbm = Rbm(20, 8, gaussian=False, std=0.1, gen=g)
+    cfg = RbmConfig()
+
+    def batches(ep):
+        perm = torch.randperm(len(data), generator=g)
+        for i in range(0, len(data), 100):
+            yield data[perm[i:i + 100]]
+
+    errs = cd1_epochs(rbm, batches, len(data), 5, 0.4, cfg, g, "test")
+    assert errs[-1] < 0.5 * errs[0], errs
+
+
+def test_visible_bias_is_logit_of_mean_activation():
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([0.1, 0.5, 0.9, 0.99])
+    acts = (torch.rand(20000, 4, generator=g) < p).float()
+    vb = visible_bias_from_outputs((acts[i:i + 100] for i in range(0, 20000, 100)), 4)
+    assert torch.allclose(vb, torch.log(p / (1 - p)), atol=0.08)
+
+
+def test_pretrain_dbn_resume_and_dnn_init(corpus, capsys):
+    root, data, ali = corpus
+    out = root / "dbn"
+    args = ["--nn-depth", "2", "--hid-dim", "32", "--rbm-iter", "2", "--splice", "2", "--buffer-frames", "500",
+            data, str(out)]
+    assert rbm_main(args) == 0
+    rep = json.load(open(out / "log" / "rbm.json"))
+    assert rep["1"]["type"] == "gb" and rep["1"]["epochs"] == 4 and rep["1"]["lr"] == 0.01
+    assert rep["2"]["type"] == "bb" and rep["2"]["epochs"] == 2 and rep["2"]["lr"] == 0.4
+    e1 = rep["1"]["reconstruction_mse"]
+    assert e1[-1] < e1[0]
+    dbn = load_dbn(str(out / "final.dbn"))
+    assert [tuple(x["W"].shape) for x in dbn["layers"]] == [(32, 30), (32, 32)]
+    # per-layer resume: remove layer 2 and the DBN; layer 1 is reused, not retrained
+    l1 = (out / "1.rbm").stat().st_mtime_ns
+    os.unlink(out / "2.rbm")
+    os.unlink(out / "final.dbn")
+    capsys.readouterr()
+    assert rbm_main(args) == 0
+    err = capsys.readouterr().err
+    assert "layer 1 already trained" in err and "RBM 2/2" in err and "RBM 1/2" not in err
+    assert (out / "1.rbm").stat().st_mtime_ns == l1
+    dbn2 = load_dbn(str(out / "final.dbn"))
+    assert torch.equal(dbn2["layers"][0]["W"], dbn["layers"][0]["W"])
+    # the DBN initialises the DNN (train --dbn): hidden weights and biases, feature transform
+    exp = root / "dnn"
+    assert train_main(["--dbn", str(out / "final.dbn"), "--max-epochs", "1", "--buffer-frames", "500",
+                       data, ali, str(exp)]) == 0
+    init = torch.load(exp / "nnet.init", weights_only=False)
+    sd = init["state_dict"]
+    assert init["arch"]["hidden_dims"] == [32, 32] and init["arch"]["context"] == 2
+    assert torch.equal(sd["layers.0.wb"][:, :-1], dbn2["layers"][0]["W"])
+    assert torch.equal(sd["layers.0.wb"][:, -1], dbn2["layers"][0]["hbias"])
+    assert torch.equal(sd["layers.2.wb"][:, :-1], dbn2["layers"][1]["W"])
+    assert torch.equal(sd["transform.shift"], dbn2["transform"]["shift"])
+    hist = json.load(open(exp / "log" / "train.json"))
+    assert hist[1]["cv_loss"] < hist[0]["cv_loss"]
+
+
+def test_dbn_pipeline_mismatch_and_bad_file(corpus, tmp_path):
+    root, data, ali = corpus
+    out = tmp_path / "dbn"
+    assert rbm_main(["--nn-depth", "1", "--hid-dim", "8", "--rbm-iter", "1", "--apply-cmvn", "false",
+                     data, str(out)]) == 0
+    from pynnet.nnet.train import TrainConfig, build_and_train
+    with pytest.raises(PynnetError, match="the DBN was trained on features with"):
+        build_and_train(data, ali, str(tmp_path / "x"), TrainConfig(), hidden_dims=[8], apply_cmvn=True,
+                        dbn_path=str(out / "final.dbn"), progress=False)
+    (tmp_path / "junk.dbn").write_bytes(b"not a dbn")
+    with pytest.raises(PynnetError, match="junk.dbn: cannot read DBN"):
+        load_dbn(str(tmp_path / "junk.dbn"))
+    assert np.isfinite(json.load(open(out / "log" / "rbm.json"))["1"]["reconstruction_mse"]).all()
