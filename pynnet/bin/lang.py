@@ -1,0 +1,141 @@
+"""Programs for lang dirs, language models and decoding graphs (behind utils/prepare_lang.sh,
+utils/format_lm.sh, utils/mkgraph.sh and steps/train_lm.sh)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pynnet.bin._cli import cli
+from pynnet.io.errors import PynnetError, fail
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is a one-line error and exit 1, like every other user mistake."""
+
+    def error(self, message: str) -> "NoReturn":  # noqa: F821
+        raise PynnetError(f"{message}; usage: {self.format_usage().strip().removeprefix('usage: ')}")
+
+
+def _bool(s: str) -> bool:
+    if s not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got '{s}'")
+    return s == "true"
+
+
+@cli
+def prepare_lang_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.lang import prepare_lang
+
+    p = _Parser(prog="pynnet-prepare-lang",
+                description="Make a Kaldi lang dir from a dict dir (utils/prepare_lang.sh).")
+    p.add_argument("--position-dependent-phones", type=_bool, default=True)
+    p.add_argument("--num-sil-states", type=int, default=5)
+    p.add_argument("--num-nonsil-states", type=int, default=3)
+    p.add_argument("--sil-prob", type=float, default=0.5)
+    p.add_argument("dict_src_dir")
+    p.add_argument("oov_dict_entry")
+    p.add_argument("tmp_dir")
+    p.add_argument("lang_dir")
+    a = p.parse_args(argv)
+    if not (0.0 <= a.sil_prob < 1.0):
+        raise PynnetError(f"--sil-prob must be in [0, 1), got {a.sil_prob}")
+    lang = prepare_lang(a.dict_src_dir, a.oov_dict_entry, a.tmp_dir, a.lang_dir,
+                        position_dependent=a.position_dependent_phones, num_sil_states=a.num_sil_states,
+                        num_nonsil_states=a.num_nonsil_states, sil_prob=a.sil_prob)
+    print(f"prepare_lang: {a.lang_dir}: {len(lang.words) - 4} words, "
+          f"{len(lang.silence_phones) + len(lang.nonsilence_phones)} phones, "
+          f"{len(lang.disambig_phones)} disambiguation symbols", file=sys.stderr)
+    return 0
+
+
+@cli
+def train_lm_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.lm import prune_lm, read_sentences, read_vocab, train_lm, UNK
+
+    p = _Parser(prog="pynnet-train-lm",
+                description="Train a back-off n-gram LM and write it as ARPA (gzipped if out ends in .gz). "
+                            "Default: interpolated modified Kneser-Ney trigram.")
+    p.add_argument("--order", type=int, default=3)
+    p.add_argument("--discount", choices=["kn", "wb"], default="kn",
+                   help="kn: interpolated modified Kneser-Ney; wb: interpolated Witten-Bell")
+    p.add_argument("--vocab", default="", help="words.txt or a word list; other words become --unk")
+    p.add_argument("--unk", default=UNK, help="the OOV word (use the lang's oov.txt word)")
+    p.add_argument("--prune", type=float, default=0.0,
+                   help="relative-entropy pruning threshold (SRILM ngram -prune), e.g. 1e-7; 0: none")
+    p.add_argument("--text-has-uttid", type=_bool, default=False,
+                   help="true: the text is a Kaldi 'text' file (first field is the utterance id)")
+    p.add_argument("text")
+    p.add_argument("out_arpa")
+    a = p.parse_args(argv)
+    vocab = read_vocab(a.vocab) if a.vocab else None
+    lm = train_lm(read_sentences(a.text, a.text_has_uttid), a.order, vocab, a.discount, a.unk)
+    if a.prune > 0:
+        lm = prune_lm(lm, a.prune)
+    lm.write_arpa(a.out_arpa)
+    print(f"pynnet-train-lm: wrote {a.out_arpa}: n-grams {lm.num_ngrams()}", file=sys.stderr)
+    return 0
+
+
+@cli
+def lm_ppl_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.lm import BackoffLM, perplexity, read_sentences
+
+    p = _Parser(prog="pynnet-lm-ppl", description="Perplexity of an ARPA LM on a text (SRILM ngram -unk -ppl "
+                                                  "output format).")
+    p.add_argument("--text-has-uttid", type=_bool, default=False)
+    p.add_argument("lm")
+    p.add_argument("text")
+    a = p.parse_args(argv)
+    lm = BackoffLM.read_arpa(a.lm)
+    st = perplexity(lm, read_sentences(a.text, a.text_has_uttid))
+    print(st.srilm_lines(a.text))
+    return 0
+
+
+@cli
+def format_lm_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.graph import format_lm
+
+    p = _Parser(prog="pynnet-format-lm",
+                description="Copy a lang dir and add G.fst made from an ARPA LM (utils/format_lm.sh).")
+    p.add_argument("lang_dir")
+    p.add_argument("arpa")
+    p.add_argument("lexicon", help="the dict dir's lexicon.txt (words with empty pronunciations), or ''")
+    p.add_argument("out_dir")
+    a = p.parse_args(argv)
+    format_lm(a.lang_dir, a.arpa, a.lexicon or None, a.out_dir)
+    return 0
+
+
+@cli
+def mkgraph_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="pynnet-mkgraph", description="Build HCLG.fst (utils/mkgraph.sh).")
+    p.add_argument("--self-loop-scale", type=float, default=0.1)
+    p.add_argument("--transition-scale", type=float, default=1.0)
+    p.add_argument("lang_test_dir")
+    p.add_argument("model_dir", help="has final.mdl and tree")
+    p.add_argument("graph_dir")
+    a = p.parse_args(argv)
+    import kaldi_hmm_gmm  # noqa: F401  (before kaldifst)
+    from pynnet.hmm.graph import make_hclg
+    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.tree_io import read_tree
+
+    for f in ("final.mdl", "tree"):
+        if not os.path.exists(os.path.join(a.model_dir, f)):
+            fail(f"no {f}", a.model_dir)
+    # Like utils/lang/check_phones_compatible.sh: a model trained on another phone set is useless.
+    mp = os.path.join(a.model_dir, "phones.txt")
+    if os.path.exists(mp):
+        with open(mp, "rb") as f1, open(os.path.join(a.lang_test_dir, "phones.txt"), "rb") as f2:
+            if f1.read() != f2.read():
+                fail(f"phones.txt differs from {a.lang_test_dir}/phones.txt: the model was trained "
+                     "with another lang dir", mp)
+    tm, _ = read_model(os.path.join(a.model_dir, "final.mdl"))
+    ctx = read_tree(os.path.join(a.model_dir, "tree"))
+    info = make_hclg(a.lang_test_dir, ctx, tm, a.graph_dir, self_loop_scale=a.self_loop_scale,
+                     transition_scale=a.transition_scale)
+    print(f"mkgraph: {a.graph_dir}/HCLG.fst: {info.hclg_states} states, {info.hclg_arcs} arcs "
+          f"in {info.seconds:.1f}s", file=sys.stderr)
+    return 0
