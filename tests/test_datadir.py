@@ -536,3 +536,45 @@ def test_partition_matches_restrict(tmp_path):
     for parts in (D.split_by_speaker(dd, 3), D.split_by_utt(dd, 5)):
         for part, utts in zip(dd.partition(parts), parts):
             assert part.tables == dd.restrict(utts).tables
+
+
+def _wav(path: Path, seconds: float, rate: int = 16000) -> None:
+    import wave
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"\x01\x00" * int(seconds * rate))
+
+
+def test_get_utt2dur(tmp_path):
+    d = make_dir(tmp_path / "d", spks=("a", "b"), per_spk=2, extra=False)
+    lens = {"a-u1": 0.5, "a-u2": 1.25, "b-u1": 0.1, "b-u2": 2.0}
+    for u, sec in lens.items():
+        _wav(tmp_path / f"{u}.wav", sec, 8000 if u == "b-u1" else 16000)
+    # plain files and a pipe
+    write(d / "wav.scp", [f"{u} {tmp_path}/{u}.wav" if u != "a-u2" else f"{u} cat {tmp_path}/{u}.wav |"
+                          for u in lens])
+    r = sh(UTILS / "data/get_utt2dur.sh", "--nj", 3, d, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = {k: float(v) for k, v in (ln.split() for ln in read(d / "utt2dur"))}
+    assert got == pytest.approx(lens)
+    assert len(list((d / "log").glob("get_durations.*.log"))) == 3
+    assert sh(UTILS / "validate_data_dir.sh", d).returncode == 0
+    r = sh(UTILS / "data/get_utt2dur.sh", d, cwd=tmp_path)
+    assert r.returncode == 0 and "already exists" in r.stderr
+    # a missing recording: the job fails and names its log
+    (d / "utt2dur").unlink()
+    (tmp_path / "b-u2.wav").unlink()
+    r = sh(UTILS / "data/get_utt2dur.sh", "--nj", 2, d, cwd=tmp_path)
+    assert r.returncode == 1 and f"run.pl: 1 / 2 failed, log is in {d}/log/get_durations.2.log" in r.stderr
+    assert f"{d}/.get_utt2dur/wav.2.scp:2: no such audio file" in (d / "log/get_durations.2.log").read_text()
+    assert not (d / "utt2dur").exists()
+    # from segments
+    s = make_dir(tmp_path / "s", segments=True, extra=False)
+    assert sh(UTILS / "data/get_utt2dur.sh", s, cwd=tmp_path).returncode == 0
+    assert read(s / "utt2dur")[1] == "spkA-u2 1"
+    _corrupt(s, "segments", lambda L: L[:2] + ["spkA-u3 spkA-rec 2 1"] + L[3:])
+    (s / "utt2dur").unlink()
+    r = sh(UTILS / "data/get_utt2dur.sh", s, cwd=tmp_path)
+    assert r.returncode == 1 and f"ERROR (get_utt2dur.sh): {s}/segments:3: bad segment" in r.stderr

@@ -344,3 +344,36 @@ def filter_scp_main(argv: list[str] | None = None) -> int:
         if (key in ids) != exclude:
             out.write(line + "\n")
     return 0
+
+
+def _strip_spec(spec: str, prefixes: tuple[str, ...]) -> str:
+    """'scp:foo.scp' / 'ark,t:foo' -> 'foo' (Kaldi r/wspecifiers; bare paths pass through)."""
+    head, colon, tail = spec.partition(":")
+    if colon and (head in prefixes or set(head.split(",")) <= {"ark", "scp", "t", "p", "o", "s", "cs", "f", "nf"}):
+        return tail
+    return spec
+
+
+@cli
+def wav_to_duration_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="wav-to-duration",
+                description="Duration in seconds of each recording of a wav.scp (files, 'cmd |' pipes, ark:offset).")
+    p.add_argument("--read-entire-file", default="true", choices=["true", "false"],
+                   help="accepted for Kaldi compatibility: the audio is always read entirely")
+    p.add_argument("wav_rspecifier", help="scp:wav.scp (or a wav.scp path)")
+    p.add_argument("duration_wspecifier", help="ark,t:utt2dur (or a path, '-' for stdout)")
+    a = p.parse_args(argv)
+    from tqdm import tqdm
+
+    from pynnet.io.audio import read_rxfilename
+    scp = _strip_spec(a.wav_rspecifier, ("scp",))
+    out = _strip_spec(a.duration_wspecifier, ("ark,t", "ark"))
+    entries = list(read_table_lines(_input_path(scp), min_fields=2))
+    lines = []
+    for n, key, rx in tqdm(entries, desc="wav-to-duration", unit="rec", disable=not sys.stderr.isatty()):
+        samples, rate = read_rxfilename(rx, f"{scp}:{n}")
+        lines.append(f"{key} {samples.shape[0] / rate:.6g}\n")
+    with _open_out(out) as f:
+        f.writelines(lines)
+    print(f"LOG (wav-to-duration): printed duration for {len(lines)} audio files.", file=sys.stderr)
+    return 0
