@@ -1,0 +1,217 @@
+"""n-gram LM trainer: modified Kneser-Ney against a hand-computed example, every context sums to
+one (KN, Witten-Bell, pruned), ARPA round trip (gzip) readable by kaldilm, perplexity, bad input."""
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import random
+import subprocess
+
+import pytest
+
+import kaldi_hmm_gmm  # noqa: F401  (kaldi_hmm_gmm, kaldifst, then kaldilm: other orders hang)
+import kaldifst  # noqa: F401
+import kaldilm
+
+from pynnet.bin.lang import lm_ppl_main, train_lm_main
+from pynnet.hmm.lm import (BOS, EOS, BackoffLM, _kn_discounts, perplexity, prune_lm, read_sentences,
+                           train_lm)
+from pynnet.io.errors import PynnetError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def check_sums_to_one(lm: BackoffLM, tol: float = 1e-9) -> int:
+    vocab = [w for w in lm.vocab if w != BOS]
+    n = 0
+    for h in lm.contexts():
+        s = sum(10 ** lm.logprob(w, h) for w in vocab)
+        assert abs(s - 1.0) < tol, (h, s)
+        n += 1
+    return n
+
+
+def random_corpus(seed=0, n=300, vocab=("a", "b", "c", "d", "e", "f", "g", "h")):
+    rnd = random.Random(seed)
+    # a little structure so that higher orders matter
+    out = []
+    for _ in range(n):
+        s = [rnd.choice(vocab)]
+        for _ in range(rnd.randint(0, 8)):
+            s.append(vocab[(vocab.index(s[-1]) + rnd.choice([1, 1, 2, 3])) % len(vocab)])
+        out.append(s)
+    return out
+
+
+def test_kn_discounts_formula():
+    # n1=3 n2=2 n3=1 n4=1: Y = 3/7; D1 = 1 - 2Y n2/n1 = 3/7; D2 = 2 - 3Y n3/n2 = 19/14; D3+ = 3 - 4Y n4/n3 = 9/7
+    d = _kn_discounts([1, 1, 1, 2, 2, 3, 4, 7], 2, warn=False)
+    assert d == pytest.approx((3 / 7, 19 / 14, 9 / 7))
+    assert _kn_discounts([1, 1], 2, warn=False) == (0.5, 1.0, 1.5)  # too little data: kenlm's fallback
+
+
+def test_hand_computed_bigram():
+    # Sentences "a b", "a"; vocabulary {a, b} (+ </s>, <unk>): V = 4. Discounts fall back to 0.5/1/1.5.
+    lm = train_lm([["a", "b"], ["a"]], order=2, vocab=["a", "b"], verbose=False)
+    P = lambda w, h=(): 10 ** lm.logprob(w, h)  # noqa: E731
+    # unigram continuation counts: a 1 (<s> a), b 1 (a b), </s> 2 (b </s>, a </s>); total 4
+    # alpha = (1-.5)/4, (1-.5)/4, (2-1)/4; gamma = (.5+.5+1)/4 = .5; uniform 1/4
+    assert P("a") == pytest.approx(0.125 + 0.125)
+    assert P("b") == pytest.approx(0.25)
+    assert P(EOS) == pytest.approx(0.25 + 0.125)
+    assert P("<unk>") == pytest.approx(0.125)
+    assert lm.probs[1][(BOS,)] == -99
+    # context <s>: c(<s> a) = 2 -> D2 = 1: alpha = .5, gamma = .5
+    assert P("a", (BOS,)) == pytest.approx(0.5 + 0.5 * 0.25)
+    assert P("b", (BOS,)) == pytest.approx(0.5 * 0.25)
+    assert lm.bows[(BOS,)] == pytest.approx(math.log10(0.5))
+    # context a: a b 1, a </s> 1: alpha = .25 each, gamma = .5
+    assert P("b", ("a",)) == pytest.approx(0.25 + 0.5 * 0.25)
+    assert P(EOS, ("a",)) == pytest.approx(0.25 + 0.5 * 0.375)
+    # context b: b </s> 1 -> alpha .5, gamma .5
+    assert P(EOS, ("b",)) == pytest.approx(0.5 + 0.5 * 0.375)
+    assert P("a", ("b",)) == pytest.approx(0.5 * 0.25)
+    # perplexity of "a b": P(a|<s>) P(b|a) P(</s>|b) over 3 tokens
+    st = perplexity(lm, [["a", "b"]])
+    lp = math.log10(0.625 * 0.375 * 0.6875)
+    assert st.logprob == pytest.approx(lp)
+    assert st.ppl == pytest.approx(10 ** (-lp / 3))
+    assert st.ppl1 == pytest.approx(10 ** (-lp / 2))
+    check_sums_to_one(lm)
+
+
+def test_kn_lower_orders_use_continuation_counts():
+    # "x" follows only "a" (many times); "y" follows many words once each. A trigram model must give
+    # y the larger unigram (continuation) probability although x is more frequent.
+    sents = [["a", "x"]] * 10 + [[w, "y"] for w in ("a", "b", "c", "d")]
+    lm = train_lm(sents, order=3, verbose=False)
+    assert lm.logprob("y", ()) > lm.logprob("x", ())
+    wb = train_lm(sents, order=3, discount="wb", verbose=False)
+    assert wb.logprob("x", ()) > wb.logprob("y", ())  # Witten-Bell uses raw counts
+
+
+@pytest.mark.parametrize("order,discount", [(1, "kn"), (2, "kn"), (3, "kn"), (4, "kn"), (3, "wb")])
+def test_every_context_sums_to_one(order, discount):
+    vocab = ["a", "b", "c", "d", "e", "f", "g", "h", "unseen"]
+    lm = train_lm(random_corpus(), order=order, vocab=vocab, discount=discount, verbose=False)
+    n = check_sums_to_one(lm)
+    assert n == 1 + sum(1 for k in range(1, order) for g in lm.probs[k] if g[-1] != EOS)
+    assert lm.logprob("unseen", ()) > -99  # vocabulary words get probability mass
+    assert lm.logprob("zzz", ()) == lm.logprob("<unk>", ())
+
+
+def test_pruning_keeps_normalisation_and_shrinks():
+    lm = train_lm(random_corpus(1), order=3, verbose=False)
+    small = prune_lm(lm, 1e-3, verbose=False)
+    assert sum(small.num_ngrams()[1:]) < sum(lm.num_ngrams()[1:])
+    assert small.num_ngrams()[0] == lm.num_ngrams()[0]  # unigrams are never pruned
+    check_sums_to_one(small)
+    # every kept n-gram's context is still listed (ARPA requirement)
+    for k in range(2, small.order + 1):
+        for g in small.probs[k]:
+            assert g[:-1] in small.probs[k - 1]
+    # a tiny threshold prunes (almost) nothing; a larger one costs perplexity on the training text
+    corpus = random_corpus(1)
+    assert perplexity(prune_lm(lm, 1e-9, verbose=False), corpus).ppl == pytest.approx(perplexity(lm, corpus).ppl)
+    assert perplexity(small, corpus).ppl > perplexity(lm, corpus).ppl
+
+
+def test_arpa_round_trip_gzip_and_kaldilm(tmp_path):
+    lm = train_lm(random_corpus(2), order=3, vocab=list("abcdefgh"), verbose=False)
+    for name in ("lm.arpa", "lm.arpa.gz"):
+        path = str(tmp_path / name)
+        lm.write_arpa(path)
+        if name.endswith(".gz"):
+            with gzip.open(path, "rt") as f:
+                head = f.read(200)
+        else:
+            head = open(path).read(200)
+        assert head.startswith("\n\\data\\\nngram 1=11\n")  # 8 words + <s> </s> <unk>
+        back = BackoffLM.read_arpa(path)
+        assert back.num_ngrams() == lm.num_ngrams()
+        for k in range(1, 4):
+            for g, p in lm.probs[k].items():
+                assert back.probs[k][g] == pytest.approx(p, abs=1e-6)
+        check_sums_to_one(back, tol=1e-5)
+    # kaldilm (Kaldi's arpa2fst) reads it: one state per context, #0 back-off arcs
+    txt = kaldilm.arpa2fst(input_arpa=str(tmp_path / "lm.arpa"), disambig_symbol="#0", max_arpa_warnings=0)
+    lines = [line.split() for line in txt.strip().splitlines()]
+    states = {int(f[0]) for f in lines} | {int(f[1]) for f in lines if len(f) >= 4}
+    # states: the contexts (unigram state (), <s>, bigram contexts) plus the final state handling
+    assert len(states) >= len(lm.contexts()) - 1
+
+
+def test_read_arpa_errors(tmp_path):
+    p = tmp_path / "bad.arpa"
+    p.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 a\n-0.5 </s>\n")
+    with pytest.raises(PynnetError, match="missing .end"):
+        BackoffLM.read_arpa(str(p))
+    p.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0 a\n-0.5 </s>\n\\end\\\n")
+    with pytest.raises(PynnetError, match=r"ngram 1=3 but the section has 2"):
+        BackoffLM.read_arpa(str(p))
+    p.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 a\nxx </s>\n\\end\\\n")
+    with pytest.raises(PynnetError, match=r"bad.arpa:6: bad number"):
+        BackoffLM.read_arpa(str(p))
+    p.write_text("hello\n")
+    with pytest.raises(PynnetError, match="not an ARPA file"):
+        BackoffLM.read_arpa(str(p))
+
+
+def test_cli(tmp_path, capsys):
+    text = tmp_path / "text"
+    text.write_text("".join(f"utt{i} {' '.join(s)}\n" for i, s in enumerate(random_corpus(3, 100))))
+    words = tmp_path / "words.txt"
+    words.write_text("<eps> 0\n<UNK> 1\na 2\nb 3\nc 4\nd 5\n#0 6\n<s> 7\n</s> 8\n")
+    out = tmp_path / "lm.arpa.gz"
+    assert train_lm_main(["--order", "3", "--vocab", str(words), "--unk", "<UNK>", "--text-has-uttid", "true",
+                          str(text), str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "OOV tokens mapped to <UNK>" in err
+    lm = BackoffLM.read_arpa(str(out))
+    assert set(lm.vocab) == {"<s>", "</s>", "<UNK>", "a", "b", "c", "d"}
+    check_sums_to_one(lm, tol=1e-6)  # ARPA keeps 7 significant digits
+    assert lm_ppl_main(["--text-has-uttid", "true", str(out), str(text)]) == 0
+    o = capsys.readouterr().out
+    assert o.startswith(f"file {text}: 100 sentences,") and "ppl= " in o
+    ppl = float(o.split("ppl= ")[1].split()[0])
+    assert 1.0 < ppl < 7.0  # 5 LM words incl. <UNK> and </s>; structured text is predictable
+    # bad input: one-line errors, nothing written
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a b\n<s> c\n")
+    out2 = tmp_path / "x.arpa"
+    assert train_lm_main([str(bad), str(out2)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.txt:2: the text must not contain '<s>'" in err[0]
+    assert not out2.exists()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert train_lm_main([str(empty), str(out2)]) == 1
+    assert "training text is empty" in capsys.readouterr().err
+    assert train_lm_main(["--order", "0", str(text), str(out2)]) == 1
+    assert train_lm_main(["--discount", "gt", str(text), str(out2)]) == 1
+    assert lm_ppl_main([str(tmp_path / "nope.arpa"), str(text)]) == 1
+    assert "nope.arpa: no such file" in capsys.readouterr().err
+
+
+def test_train_lm_script(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("".join(f"u{i} {' '.join(s)}\n" for i, s in enumerate(random_corpus(4, 50))))
+    lang = tmp_path / "lang"
+    lang.mkdir()
+    (lang / "words.txt").write_text("<eps> 0\n<unk> 1\na 2\nb 3\nc 4\n#0 5\n<s> 6\n</s> 7\n")
+    (lang / "oov.txt").write_text("<unk>\n")
+    r = subprocess.run([os.path.join(ROOT, "steps", "train_lm.sh"), "--order", "2", "--discount", "wb",
+                        str(data), str(lang), str(tmp_path / "lm")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lm = BackoffLM.read_arpa(str(tmp_path / "lm" / "lm.arpa.gz"))
+    assert lm.order == 2 and "<unk>" in lm.vocab
+    assert "ppl=" in (tmp_path / "lm" / "lm.ppl").read_text()
+    assert os.path.exists(tmp_path / "lm" / "log" / "train_lm.log")
+
+
+def test_read_sentences_skips_uttid(tmp_path):
+    p = tmp_path / "t"
+    p.write_text("u1 a b\nu2\n")
+    assert list(read_sentences(str(p), skip_uttid=True)) == [["a", "b"], []]
