@@ -178,6 +178,9 @@ def forward_main(argv: list[str] | None = None) -> int:
                         fail(f"no CMVN stats for speaker '{spk}'", a.cmvn_scp)
                     st = np.asarray(kaldiio.load_mat(cmvn_of[spk]), dtype=np.float64)
                     mean_cache[spk] = st[0, :-1] / st[0, -1]
+                if mean_cache[spk].shape[0] != m.shape[1]:
+                    fail(f"utterance '{utt}': feature dim {m.shape[1]} != CMVN stats dim {mean_cache[spk].shape[0]}",
+                         a.feats_rspecifier)
                 m = (m - mean_cache[spk]).astype(np.float32)
             m = add_deltas(m, pipe.get("delta_order", 0))
             if m.shape[1] != in_dim:

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# DNN cross-entropy training on GMM alignments (Kaldi's steps/nnet/train.sh + train_scheduler.sh).
+# Frames of <data> (feats.scp, per-speaker CMVN from cmvn.scp if present) spliced +-5 with a global
+# CMVN computed here; targets are the pdfs of <ali-dir>/ali.*.gz through <ali-dir>/final.mdl;
+# 10% of the utterances are held out for cross-validation; newbob learning rate (nnet1) or
+# exponential decay (nnet2); NG-SGD (default), SGD or AdaGrad.
+# Writes <exp-dir>/{nnet.init,final.nnet,final.mdl,tree,log/train.log,log/train.json,train_curve.png}.
+# Interrupted? Rerun the same command: it resumes exactly from <exp-dir>/checkpoint.pt.
+
+# Begin configuration section.
+cmd=            # if set (e.g. run.pl), run the training through it (log in <exp-dir>/log/train.log)
+dbn=            # initialise the hidden layers from this DBN (steps/nnet/pretrain_dbn.sh)
+nn_depth=6
+hid_dim=2048
+activation=sigmoid   # sigmoid | relu | pnorm
+optimizer=ngsgd      # ngsgd | sgd | adagrad
+learn_rate=0.008
+momentum=0.0
+minibatch_size=256
+schedule=newbob      # newbob | exponential
+max_epochs=20
+start_halving_impr=0.01
+end_halving_impr=0.001
+halving_factor=0.5
+num_epochs=4         # exponential
+final_learn_rate=0.0008
+splice=5
+apply_cmvn=auto      # per-speaker mean normalisation from <data>/cmvn.scp: true|false|auto
+delta_order=0
+cv_percent=10
+buffer_frames=32768
+checkpoint_every=1000
+seed=777
+device=cpu           # cpu | cuda
+# End configuration section.
+
+help_message="Usage: $0 [options] <data> <lang> <ali-dir> <exp-dir>
+ e.g.: $0 --dbn exp/dbn/final.dbn data-fbank/train data/lang exp/tri2_ali exp/dnn
+Options:
+  --dbn <file>                 # DBN to initialise the hidden layers (its depth/width win)
+  --nn-depth <n>               # hidden layers without --dbn (default $nn_depth)
+  --hid-dim <n>                # hidden units without --dbn (default $hid_dim)
+  --activation <sigmoid|relu|pnorm>
+  --optimizer <ngsgd|sgd|adagrad>  (default $optimizer)
+  --learn-rate <lr>            # per frame; gradients are sums over the minibatch (default $learn_rate)
+  --minibatch-size <n>         # (default $minibatch_size)
+  --schedule <newbob|exponential>  --max-epochs <n>  --num-epochs <n>  --final-learn-rate <lr>
+  --cv-percent <p>             # utterances held out for cross-validation (default $cv_percent)
+  --device <cpu|cuda>          # (default $device)
+  --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
+
+. ./path.sh 2>/dev/null || true
+. utils/parse_options.sh || exit 1
+
+if [ $# -ne 4 ]; then
+  printf "%s\n" "$help_message" >&2
+  exit 1
+fi
+data=$1
+lang=$2
+alidir=$3
+dir=$4
+
+for f in "$data/feats.scp" "$alidir/final.mdl" "$alidir/ali.1.gz"; do
+  [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
+done
+[ -d "$lang" ] || { echo "$0: no such directory $lang" >&2; exit 1; }
+[ -z "$dbn" ] || [ -f "$dbn" ] || { echo "$0: no such file $dbn" >&2; exit 1; }
+
+mkdir -p "$dir/log"
+cp "$alidir/final.mdl" "$dir/final.mdl"
+[ -f "$alidir/tree" ] && cp "$alidir/tree" "$dir/tree"
+[ -f "$lang/phones.txt" ] && cp "$lang/phones.txt" "$dir/phones.txt"
+
+opts=(--nn-depth "$nn_depth" --hid-dim "$hid_dim" --activation "$activation" --optimizer "$optimizer"
+      --learn-rate "$learn_rate" --momentum "$momentum" --minibatch-size "$minibatch_size"
+      --schedule "$schedule" --max-epochs "$max_epochs" --start-halving-impr "$start_halving_impr"
+      --end-halving-impr "$end_halving_impr" --halving-factor "$halving_factor" --num-epochs "$num_epochs"
+      --final-learn-rate "$final_learn_rate" --splice "$splice" --apply-cmvn "$apply_cmvn"
+      --delta-order "$delta_order" --cv-percent "$cv_percent" --buffer-frames "$buffer_frames"
+      --checkpoint-every "$checkpoint_every" --seed "$seed" --device "$device")
+[ -n "$dbn" ] && opts+=(--dbn "$dbn")
+
+echo "$0: training $dir from $data and $alidir (log: $dir/log/train.log)"
+if [ -n "$cmd" ]; then
+  $cmd "$dir/log/train.log" pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" || {
+    echo "$0: training failed: $(grep -m1 '^ERROR' "$dir/log/train.log") (see $dir/log/train.log)" >&2; exit 1; }
+else
+  # progress on the terminal, everything in the log
+  pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" 2> >(tee -a "$dir/log/train.log" >&2) || {
+    echo "$0: training failed (see $dir/log/train.log)" >&2; exit 1; }
+fi
+[ -f "$dir/final.nnet" ] || { echo "$0: no $dir/final.nnet was written" >&2; exit 1; }
+grep -h "^epoch\|^finished\|final.nnet" "$dir/log/train.log" | tail -n 3
+echo "$0: done: $dir/final.nnet"
+exit 0

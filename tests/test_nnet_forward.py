@@ -1,0 +1,102 @@
+"""pynnet-nnet-forward (posteriors, log-posteriors, pseudo-log-likelihoods as Kaldi arks) and the
+steps/nnet scripts end to end on a toy corpus."""
+import os
+import subprocess
+
+import kaldiio
+import numpy as np
+import pytest
+import torch
+
+from pynnet.bin.nnet import forward_main
+from pynnet.nnet.data import FeatureReader
+from pynnet.nnet.model import Dnn, save_model
+from pynnet.nnet.toy import make_toy_corpus
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fwd")
+    data, ali = make_toy_corpus(str(root), num_utts=8)
+    # the model consumes 12-dim (6 + deltas) features
+    m = Dnn(12, [16, 16], 12, "sigmoid", context=2, input_pipeline={"apply_cmvn": True, "delta_order": 1})
+    m.init_random(3)
+    with torch.no_grad():
+        m.transform.shift.normal_()
+        m.affines[-1].wb.normal_()
+    m.set_priors_from_counts(np.arange(1, 13, dtype=float))
+    save_model(root / "final.nnet", m)
+    return root, data, m
+
+
+def _run(root, data, *opts):
+    out = root / "out.ark"
+    rc = forward_main([*opts, "--utt2spk", f"{data}/utt2spk", "--cmvn-scp", f"{data}/cmvn.scp",
+                       str(root / "final.nnet"), f"scp:{data}/feats.scp", f"ark:{out}"])
+    assert rc == 0
+    return dict(kaldiio.load_ark(str(out)))
+
+
+def test_forward_outputs(setup):
+    root, data, m = setup
+    reader = FeatureReader(data, apply_cmvn=True, delta_order=1)
+    utt = sorted(reader.scp)[0]
+    with torch.no_grad():
+        logits = m.utterance_logits(torch.from_numpy(reader.read(utt))).numpy()
+    post = _run(root, data)
+    assert len(post) == 8 and post[utt].shape == logits.shape
+    assert np.allclose(post[utt].sum(1), 1.0, atol=1e-5)
+    logp = torch.log_softmax(torch.from_numpy(logits), 1).numpy()
+    assert np.allclose(np.log(post[utt]), logp, atol=1e-4)
+    assert np.allclose(_run(root, data, "--apply-log")[utt], logp, atol=1e-5)
+    assert np.allclose(_run(root, data, "--no-softmax")[utt], logits, atol=1e-5)
+    priors = np.log(np.arange(1, 13) / 78.0)
+    pll = _run(root, data, "--prior-subtract")[utt]
+    assert np.allclose(pll, logp - priors, atol=1e-4)
+    assert np.allclose(_run(root, data, "--no-softmax", "--prior-subtract")[utt], logits - priors, atol=1e-4)
+
+
+def test_forward_errors(setup, capsys):
+    root, data, m = setup
+    rc = forward_main([str(root / "final.nnet"), f"scp:{data}/feats.scp", f"ark:{root}/x.ark"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "final.nnet: the model was trained with per-speaker CMVN: give --utt2spk and --cmvn-scp" in err
+    # features of another dimension
+    with kaldiio.WriteHelper(f"ark,scp:{root}/odd.ark,{root}/odd.scp") as w:
+        w("spk0-utt0000", np.zeros((10, 5), np.float32))
+    rc = forward_main(["--utt2spk", f"{data}/utt2spk", "--cmvn-scp", f"{data}/cmvn.scp", str(root / "final.nnet"),
+                       f"scp:{root}/odd.scp", f"ark:{root}/x.ark"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "utterance 'spk0-utt0000': feature dim 5 != CMVN stats dim 6" in err
+    (root / "bad.nnet").write_bytes(b"junk")
+    rc = forward_main([str(root / "bad.nnet"), f"scp:{data}/feats.scp", f"ark:{root}/x.ark"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "bad.nnet: cannot read model file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_steps_pretrain_train_and_forward(tmp_path):
+    """steps/nnet/pretrain_dbn.sh -> steps/nnet/train.sh --dbn -> pynnet-nnet-forward, as a recipe runs them."""
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=30)
+    (tmp_path / "lang").mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(["steps/nnet/pretrain_dbn.sh", "--nn-depth", "2", "--hid-dim", "24", "--splice", "2",
+                        data, str(tmp_path / "dbn")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "dbn" / "final.dbn").exists() and "reconstruction MSE" in open(tmp_path / "dbn/log/pretrain.log").read()
+    exp = tmp_path / "dnn"
+    r = subprocess.run(["steps/nnet/train.sh", "--dbn", str(tmp_path / "dbn/final.dbn"), "--max-epochs", "2",
+                        "--cmd", "utils/run.pl", data, str(tmp_path / "lang"), ali, str(exp)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for f in ("final.nnet", "final.mdl", "nnet.init", "log/train.log", "log/train.json", "train_curve.png"):
+        assert (exp / f).exists(), f
+    assert "epoch 2:" in open(exp / "log/train.log").read()
+    # wrong usage: one line on stderr, nonzero exit
+    r = subprocess.run(["steps/nnet/train.sh", data, str(tmp_path / "lang"), str(tmp_path / "nope"), str(exp)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.strip() == f"steps/nnet/train.sh: no such file {tmp_path}/nope/final.mdl"
+    r = subprocess.run(["steps/nnet/decode.sh", str(tmp_path / "graph"), data, str(exp / "decode")],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "no such file" in r.stderr and "HCLG.fst" in r.stderr
