@@ -15,6 +15,27 @@ import numpy as np
 TELEPHONE_RATE = 8000
 
 
+def fast_len(n: int) -> int:
+    """Smallest 7-smooth integer >= n (pocketfft is fast for these; other lengths can be 5x
+    slower)."""
+    n = int(n)
+    best = 1 << max(n - 1, 0).bit_length()
+    p7 = 1
+    while p7 < best:
+        p5 = p7
+        while p5 < best:
+            p3 = p5
+            while p3 < best:
+                p2 = p3
+                while p2 < n:
+                    p2 *= 2
+                best = min(best, p2)
+                p3 *= 3
+            p5 *= 5
+        p7 *= 7
+    return best
+
+
 def band_mask(freqs: np.ndarray, lo: float, hi: float, transition: float = 150.0) -> np.ndarray:
     """Raised-cosine band-pass gain: 0 below lo - t/2, 1 in [lo + t/2, hi - t/2], 0 above hi + t/2."""
     def ramp(x):  # 0 -> 1 over [-t/2, t/2]
@@ -28,15 +49,20 @@ def resample_bandpass(x: np.ndarray, sr_in: int, sr_out: int, lo: float, hi: flo
     n = len(x)
     if n == 0:
         return np.zeros(0)
-    n_out = int(round(n * sr_out / sr_in))
-    spec = np.fft.rfft(x)
-    freqs = np.fft.rfftfreq(n, 1.0 / sr_in)
+    want = int(round(n * sr_out / sr_in))
+    # zero-pad to a length N with N * sr_out / sr_in whole and both FFT sizes fast
+    g = np.gcd(sr_in, sr_out)
+    step_in, step_out = sr_in // g, sr_out // g
+    k = fast_len(-(-n // step_in))
+    n_pad, n_out = k * step_in, k * step_out
+    spec = np.fft.rfft(x, n_pad)
+    freqs = np.fft.rfftfreq(n_pad, 1.0 / sr_in)
     spec = spec * band_mask(freqs, lo, hi)
     keep = n_out // 2 + 1
     out_spec = np.zeros(keep, dtype=complex)
     m = min(keep, len(spec))
     out_spec[:m] = spec[:m]
-    return np.fft.irfft(out_spec, n_out) * (n_out / n)
+    return np.fft.irfft(out_spec, n_out)[:want] * (n_out / n_pad)
 
 
 def bandpass(x: np.ndarray, sr: int, lo: float, hi: float) -> np.ndarray:
@@ -45,7 +71,7 @@ def bandpass(x: np.ndarray, sr: int, lo: float, hi: float) -> np.ndarray:
 
 def fft_convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
     n = len(x) + len(h) - 1
-    nfft = 1 << (n - 1).bit_length()
+    nfft = fast_len(n)
     return np.fft.irfft(np.fft.rfft(x, nfft) * np.fft.rfft(h, nfft), nfft)[:n]
 
 
@@ -66,26 +92,28 @@ def room_impulse_response(rng: np.random.Generator, sr: int, rt60: float,
 
 def _shaped_noise(rng: np.random.Generator, n: int, sr: int, exponent: float) -> np.ndarray:
     """Gaussian noise with power spectrum ~ 1/f^exponent (0 white, 1 pink, 2 brown)."""
-    spec = np.fft.rfft(rng.standard_normal(n))
-    f = np.fft.rfftfreq(n, 1.0 / sr)
-    f[0] = f[1] if n > 1 else 1.0
-    return np.fft.irfft(spec / f ** (exponent / 2), n)
+    m = fast_len(n)
+    spec = np.fft.rfft(rng.standard_normal(m))
+    f = np.fft.rfftfreq(m, 1.0 / sr)
+    f[0] = f[1] if m > 1 else 1.0
+    return np.fft.irfft(spec / f ** (exponent / 2), m)[:n]
 
 
 def babble_noise(rng: np.random.Generator, n: int, sr: int, talkers: int) -> np.ndarray:
     """Babble-like noise: ``talkers`` streams of speech-shaped noise, each switched on and off
     at a syllabic rate (2-6 Hz envelope) with random pauses, summed."""
     out = np.zeros(n)
-    f = np.fft.rfftfreq(n, 1.0 / sr)
+    m = fast_len(n)
+    f = np.fft.rfftfreq(m, 1.0 / sr)
     for _ in range(talkers):
         # long-term speech spectrum: a bump around 500 Hz falling ~ -9 dB/octave above it
         f0 = rng.uniform(350, 700)
         shape = 1.0 / (1.0 + (f / f0) ** 1.5) * (f / (f + 150.0))
-        carrier = np.fft.irfft(np.fft.rfft(rng.standard_normal(n)) * shape, n)
+        carrier = np.fft.irfft(np.fft.rfft(rng.standard_normal(m)) * shape, m)[:n]
         rate = rng.uniform(2.0, 6.0)
-        env_spec = np.fft.rfft(rng.standard_normal(n))
+        env_spec = np.fft.rfft(rng.standard_normal(m))
         env_spec[f > rate] = 0.0
-        env = np.fft.irfft(env_spec, n)
+        env = np.fft.irfft(env_spec, m)[:n]
         env = np.maximum(env - 0.2 * np.std(env), 0.0)
         # pauses between "phrases"
         gate = np.ones(n)
