@@ -214,3 +214,30 @@ def test_slurm_vanished_task_and_missing_sbatch(tmp_path, slurm_env):
     assert r.returncode == 1 and "sbatch not found" in r.stderr
     r = sh(SLURM, "JOB=1:2", "log/w.log", "true", cwd=tmp_path, env=slurm_env)
     assert r.returncode == 1 and "just one log file" in r.stderr
+
+
+def test_slurm_kaldi_config(tmp_path, slurm_env):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf/slurm.conf").write_text(
+        "command sbatch --export=PATH --ntasks-per-node=1\n"
+        "option time=* --time $0\n"
+        "option mem=* --mem-per-cpu $0\n"
+        "option mem=0   # nothing\n"
+        "option num_threads=* --cpus-per-task $0\n"
+        "default gpu=0\n"
+        "option gpu=0 -p shared\n"
+        "option gpu=* -p gpu --gres=gpu:$0\n")
+    r = sh(SLURM, "--mem", "2G", "--gpu", 2, "--num-threads", 3, "--comment=x", "JOB=1:2", "log/k.JOB.log", "echo", "JOB",
+           cwd=tmp_path, env=slurm_env)
+    assert r.returncode == 0, r.stderr
+    a = (tmp_path / "sbatch.args").read_text().splitlines()[-1].split("\t")
+    assert a[:3] == ["--export=PATH", "--ntasks-per-node=1", "--wait"]
+    joined = " ".join(a)
+    assert "--mem-per-cpu 2G" in joined and "-p gpu --gres=gpu:2" in joined and "--cpus-per-task 3" in joined
+    assert "--comment=x" in a and "-p shared" not in joined
+    assert "threads=3" in (tmp_path / "log/k.2.log").read_text()
+    r = sh(SLURM, "JOB=1:2", "log/k.JOB.log", "true", cwd=tmp_path, env=slurm_env)  # default gpu=0
+    assert r.returncode == 0 and "-p\tshared" in (tmp_path / "sbatch.args").read_text().splitlines()[-1]
+    (tmp_path / "bad.conf").write_text("opshun mem=* --mem $0\n")
+    r = sh(SLURM, "--config", "bad.conf", "JOB=1:2", "log/k.JOB.log", "true", cwd=tmp_path, env=slurm_env)
+    assert r.returncode == 1 and "bad.conf:1: cannot parse config line" in r.stderr

@@ -280,7 +280,14 @@ to the log with JOB=k, and records its exit status in <logdir>/q/<log>.status, w
 checks afterwards (a failed job: 'slurm.pl: F / N failed, log is in <log>', exit 1).
 Options: --partition P, --time T, --mem M (per job), --num-threads N (--cpus-per-task),
 --gpu N (--gres=gpu:N), --max-jobs-run N (--array=...%N); any other --opt V / --opt=V / -x V is
-passed to sbatch unchanged.  The sbatch script and Slurm's own output go to <logdir>/q/."""
+passed to sbatch unchanged.  --config FILE (default conf/slurm.conf when it exists) maps the
+options as Kaldi's slurm.conf does instead:
+   command sbatch --export=PATH --ntasks-per-node=1
+   option mem=* --mem-per-cpu $0        (name=* : any value, $0 is the value)
+   option gpu=0 -p shared               (name=value : that value)
+   option gpu=* -p gpu --gres=gpu:$0
+   default gpu=0
+The sbatch script and Slurm's own output go to <logdir>/q/."""
 
 _SLURM_MAP = {"--partition": "--partition", "-p": "--partition", "--time": "--time", "--mem": "--mem",
               "--num-threads": "--cpus-per-task", "--account": "--account", "--qos": "--qos"}
@@ -317,6 +324,65 @@ def sbatch_options(spec: JobSpec) -> tuple[list[str], int | None, int]:
     return out, max_jobs, threads
 
 
+def read_slurm_config(path: str) -> tuple[list[str], dict[str, dict[str, list[str]]], dict[str, str]]:
+    """Kaldi's conf/slurm.conf: ``command sbatch ...``, ``option name=value opts...`` (``name=*``
+    with ``$0`` for the value), ``default name=value``.  Returns (command, options, defaults)."""
+    command: list[str] = []
+    options: dict[str, dict[str, list[str]]] = {}
+    defaults: dict[str, str] = {}
+    with open(path) as f:
+        for n, raw in enumerate(f, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            words = line.split()
+            if words[0] == "command" and len(words) >= 2:
+                command = words[1:]
+            elif words[0] in ("option", "default") and len(words) >= 2 and "=" in words[1]:
+                name, value = words[1].split("=", 1)
+                if words[0] == "default":
+                    defaults[name] = value
+                else:
+                    options.setdefault(name, {})[value] = words[2:]
+            else:
+                raise UsageError(f"{path}:{n}: cannot parse config line: '{raw.strip()}'")
+    return command, options, defaults
+
+
+def config_sbatch_options(spec: JobSpec, config: str) -> tuple[list[str], list[str], int | None, int]:
+    """(command, sbatch options, max jobs, threads) with the options mapped through a Kaldi
+    slurm.conf; options it does not name are passed to sbatch as they are."""
+    command, options, defaults = read_slurm_config(config)
+    given: dict[str, str] = dict(defaults)
+    passthrough: list[tuple[str, str]] = []
+    max_jobs = None
+    for k, v in spec.opts:
+        if k in ("--max-jobs-run", "-tc"):
+            if not v.isdigit() or int(v) <= 0:
+                raise UsageError(f"invalid option {k} {v}")
+            max_jobs = int(v) if max_jobs is None else min(max_jobs, int(v))
+        elif k == "--config":
+            continue
+        elif k.startswith("--") and k[2:].replace("-", "_") in options:
+            given[k[2:].replace("-", "_")] = v
+        else:
+            passthrough.append((k, v))
+    out: list[str] = []
+    for name, value in given.items():
+        table = options.get(name, {})
+        if value in table:
+            out += table[value]
+        elif "*" in table:
+            out += [w.replace("$0", value) for w in table["*"]]
+        else:
+            raise UsageError(f"{config}: no 'option {name}=...' line for --{name.replace('_', '-')} {value}")
+    threads = given.get("num_threads", "1")
+    if not threads.isdigit() or int(threads) <= 0:
+        raise UsageError(f"--num-threads must be a positive number, got '{threads}'")
+    extra, _, _ = sbatch_options(JobSpec(spec.prog, spec.cmd, spec.log, opts=passthrough))
+    return command or ["sbatch"], out + extra, max_jobs, int(threads)
+
+
 def _status_file(qdir: str, log: str) -> str:
     return os.path.join(qdir, os.path.basename(log) + ".status")
 
@@ -330,7 +396,14 @@ def slurm_pl_main(argv: list[str] | None = None) -> int:
         return 0 if argv else 1
     try:
         spec = parse_args(argv, "slurm.pl")
-        sbatch_opts, max_jobs, threads = sbatch_options(spec)
+        config = spec.opt("--config") or ("conf/slurm.conf" if os.path.isfile("conf/slurm.conf") else None)
+        if config:
+            if not os.path.isfile(config):
+                raise UsageError(f"no such config file {config}")
+            sbatch_cmd, sbatch_opts, max_jobs, threads = config_sbatch_options(spec, config)
+        else:
+            sbatch_cmd = ["sbatch"]
+            sbatch_opts, max_jobs, threads = sbatch_options(spec)
     except UsageError as e:
         print(f"slurm.pl: {e}\n{SLURM_USAGE}", file=sys.stderr)
         return 1
@@ -365,14 +438,14 @@ def slurm_pl_main(argv: list[str] | None = None) -> int:
         print(f"slurm.pl: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
         return 1
     array = f"{spec.start}-{spec.end}" + (f"%{max_jobs}" if max_jobs else "")
-    cmd = ["sbatch", "--wait", f"--array={array}", f"--job-name={stem}",
+    cmd = sbatch_cmd + ["--wait", f"--array={array}", f"--job-name={stem}",
            f"--output={os.path.join(qdir, stem)}.%a.out"] + sbatch_opts + [script]
     with open(os.path.join(qdir, stem + ".sbatch"), "w") as f:
         f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
     try:
         r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     except FileNotFoundError:
-        print("slurm.pl: sbatch not found on PATH (is Slurm installed? use run.pl for local jobs)", file=sys.stderr)
+        print(f"slurm.pl: {sbatch_cmd[0]} not found on PATH (is Slurm installed? use run.pl for local jobs)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("slurm.pl: interrupted (the array job may still be queued; see squeue/scancel)", file=sys.stderr)
