@@ -231,6 +231,9 @@ def test_segments_cut_clip_and_skip(tmp_path, rng):
     assert np.array_equal(got["s5"][:, 0], x[:, 0])
     assert any("s2" in m and "clipping" in m for m in msgs)
     assert any("s3" in m and "too far past the end" in m for m in msgs)
+    with pytest.raises(PynnetError, match=r"wav\.scp:1: sample frequency mismatch for recording 'r1': "
+                                          r"the data has 8000 Hz but --sample-frequency=16000"):
+        list(iter_utterances(tmp_path / "wav.scp", tmp_path / "segments", sample_rate=16000))
     (tmp_path / "segments").write_text("s1 r9 0 1\n")
     with pytest.raises(PynnetError, match=r"segments:1: recording 'r9' of utterance 's1' is not in"):
         list(iter_utterances(tmp_path / "wav.scp", tmp_path / "segments"))

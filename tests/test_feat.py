@@ -474,7 +474,7 @@ def test_compute_feats_errors_are_one_line_and_write_nothing(tmp_path, capsys):
     conf.write_text("--sample-frequency=8000\n--use-energy=nope\n")
     cases = [
         ([f"--config={conf}", f"scp:{d}/wav.scp"] + out, r"bad\.conf:2: invalid value for boolean option --use-energy"),
-        ([f"scp:{d}/wav.scp"] + out, r"sample frequency mismatch for 'spk0-utt0': the data has 8000 Hz but "
+        ([f"scp:{d}/wav.scp"] + out, r"wav\.scp:1: sample frequency mismatch for recording 'spk0-utt0': the data has 8000 Hz but "
                                      r"--sample-frequency=16000"),
         (["--sample-frequency=8000", f"scp:{d}/none.scp"] + out, r"none\.scp: no such file"),
         (["--sample-frequency=8000", f"scp:{d}/wav.scp"], r"wrong number of arguments"),

@@ -149,12 +149,9 @@ def _compute_feats(kind: str, argv: list[str] | None) -> int:
     with MatrixWriter(feats_wspec, compress=v["compress"]) as writer, _progress(None, prog) as bar:
         for utt, data, rate, seg_channel in iter_utterances(
                 wav_scp, v["segments"] or None, max_overshoot=v["max_overshoot"],
-                min_segment_length=v["min_segment_length"], failures=failures):
+                min_segment_length=v["min_segment_length"], failures=failures,
+                sample_rate=computer.sample_frequency):
             bar.update(1)
-            if rate != computer.sample_frequency:
-                fail(f"sample frequency mismatch for '{utt}': the data has {rate} Hz but "
-                     f"--sample-frequency={computer.sample_frequency:g} (set it in the config, or "
-                     "resample in wav.scp with 'sox ... -r N -t wav - |')", wav_scp)
             channel = seg_channel if seg_channel != -1 else v["channel"]
             x = select_channel(data, channel, utt)
             if x is None:

@@ -409,7 +409,7 @@ def select_channel(data: np.ndarray, channel: int, utt: str) -> np.ndarray | Non
 
 def iter_utterances(wav_scp: str | os.PathLike, segments: str | os.PathLike | None = None, *,
                     max_overshoot: float = 0.5, min_segment_length: float = 0.1,
-                    failures: list[str] | None = None,
+                    failures: list[str] | None = None, sample_rate: float | None = None,
                     ) -> Iterator[tuple[str, np.ndarray, int, int]]:
     """Yield (utterance_id, samples (n, channels) float32, rate, segment_channel) for a data dir's
     audio. Without ``segments`` each recording is an utterance (segment_channel -1).
@@ -419,8 +419,15 @@ def iter_utterances(wav_scp: str | os.PathLike, segments: str | os.PathLike | No
     ``max_overshoot`` seconds past, otherwise the segment is skipped with a warning; a segment
     starting at or after the end, or shorter than ``min_segment_length`` seconds, is skipped
     with a warning. Skipped utterance ids are appended to
-    ``failures``; a recording that cannot be read fails every segment on it.
+    ``failures``; a recording that cannot be read fails every segment on it. With
+    ``sample_rate``, a recording at another rate is an error naming it and its wav.scp line.
     """
+    def check_rate(reco: str, rate: int, n: int) -> None:
+        if sample_rate is not None and rate != sample_rate:
+            fail(f"sample frequency mismatch for recording '{reco}': the data has {rate} Hz but "
+                 f"--sample-frequency={sample_rate:g} (set it in the config, or resample in wav.scp "
+                 "with 'sox ... -r N -t wav - |')", wav_scp, n)
+
     wavs = read_wav_scp(wav_scp)
     if segments is None:
         for reco, (rx, n) in wavs.items():
@@ -432,6 +439,7 @@ def iter_utterances(wav_scp: str | os.PathLike, segments: str | os.PathLike | No
                 _warn(f"failed to read recording {reco}: {e}")
                 failures.append(reco)
                 continue
+            check_rate(reco, rate, n)
             yield reco, data, rate, -1
         return
 
@@ -452,6 +460,8 @@ def iter_utterances(wav_scp: str | os.PathLike, segments: str | os.PathLike | No
                 if failures is None:
                     raise
                 cur_error = str(e)
+            if cur is not None:
+                check_rate(seg.reco, cur[1], n)
         if cur is None:
             _warn(f"failed to read recording {seg.reco} for utterance {seg.utt}: {cur_error}")
             failures is not None and failures.append(seg.utt)
