@@ -612,6 +612,12 @@ def test_vtln_map_and_filters_through_pipes(tmp_path, capsys):
     raw = got["spk0-utt0"]
     want = splice_feats(add_deltas(apply_cmvn(raw, cmvn_stats(raw), norm_vars=True)), 1)
     assert out["spk0-utt0"].shape == (raw.shape[0], 117) and np.allclose(out["spk0-utt0"], want, atol=1e-4)
+    # --fake-stats (steps/compute_cmvn_stats.sh --fake true): stats that change nothing
+    assert subprocess.run(["pynnet-compute-cmvn-stats", "--fake-stats=true", f"--spk2utt=ark:{d}/spk2utt",
+                           f"scp:{tmp_path}/v.scp", f"ark:{tmp_path}/fake.ark"], env=_env()).returncode == 0
+    fake = dict(kaldiio.load_ark(str(tmp_path / "fake.ark")))
+    assert fake["spk0"][0, -1] == raw.shape[0]
+    assert np.allclose(apply_cmvn(raw, fake["spk0"], norm_vars=True), raw)
     r = subprocess.run(["pynnet-feat-to-dim", f"ark:{tmp_path}/out.txt"], env=_env(), capture_output=True, text=True)
     assert r.stdout.strip() == "117"
     r = subprocess.run(["pynnet-compute-mfcc-feats", "--help"], env=_env(), capture_output=True, text=True)
