@@ -578,3 +578,21 @@ def test_get_utt2dur(tmp_path):
     (s / "utt2dur").unlink()
     r = sh(UTILS / "data/get_utt2dur.sh", s, cwd=tmp_path)
     assert r.returncode == 1 and f"ERROR (get_utt2dur.sh): {s}/segments:3: bad segment" in r.stderr
+
+
+def test_extra_files(tmp_path):
+    d = make_dir(tmp_path / "d")
+    write(d / "utt2foo", [f"{u} x" for u in keys(d / "utt2spk")][::-1])
+    write(d / "spk2bar", ["spkA 1", "spkB 2", "spkC 3"])
+    _corrupt(d, "text", lambda L: [ln for ln in L if not ln.startswith("spkC")])
+    r = sh(UTILS / "fix_data_dir.sh", "--utt-extra-files", "utt2foo", "--spk-extra-files", "spk2bar", d, real=True)
+    assert r.returncode == 0, r.stderr
+    assert keys(d / "utt2foo") == keys(d / "utt2spk") and len(read(d / "utt2foo")) == 6
+    assert read(d / "spk2bar") == ["spkA 1", "spkB 2"]
+    assert len(read(d / ".backup/utt2foo")) == 9
+    e = make_dir(tmp_path / "e", spks=("spkE",))
+    write(e / "utt2foo", [f"{u} y" for u in keys(e / "utt2spk")])
+    r = sh(UTILS / "combine_data.sh", "--extra-files", "utt2foo", tmp_path / "c", d, e, real=True)
+    assert r.returncode == 0, r.stderr
+    assert len(read(tmp_path / "c/utt2foo")) == 9
+    assert "cannot use 'text' as an extra" in error_line(sh(UTILS / "fix_data_dir.sh", "--utt-extra-files", "text", d))

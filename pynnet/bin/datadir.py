@@ -47,9 +47,11 @@ def validate_main(argv: list[str] | None = None) -> int:
 def fix_main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="fix_data_dir.sh",
                 description="Keep the utterances common to all files, drop orphans, sort; backs up to <data>/.backup.")
+    p.add_argument("--utt-extra-files", default="", help="more files keyed by utterance to filter (space-separated)")
+    p.add_argument("--spk-extra-files", default="", help="more files keyed by speaker to filter (space-separated)")
     p.add_argument("data")
     a = p.parse_args(argv)
-    _say("fix_data_dir.sh", D.fix_data_dir(a.data))
+    _say("fix_data_dir.sh", D.fix_data_dir(a.data, a.utt_extra_files.split(), a.spk_extra_files.split()))
     return 0
 
 
@@ -134,13 +136,15 @@ def combine_main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="combine_data.sh", description="Combine data dirs into one (utils/combine_data.sh).")
     p.add_argument("--skip-fix", default="false", choices=["true", "false"],
                    help="do not run fix_data_dir on the result")
+    p.add_argument("--extra-files", default="", help="more files keyed by utterance to combine (space-separated)")
     p.add_argument("dest")
     p.add_argument("src", nargs="+")
     a = p.parse_args(argv)
     for s in a.src:
         if os.path.abspath(s) == os.path.abspath(a.dest):
             fail("destination is also a source", a.dest)
-    dirs = [D.load_data_dir(s, strict=True, prog="combine_data.sh") for s in a.src]
+    extra = {n: D.UTT for n in a.extra_files.split()}
+    dirs = [D.load_data_dir(s, strict=True, prog="combine_data.sh", extra=extra) for s in a.src]
     out, notes = D.combine(dirs, a.dest)
     _say("combine_data.sh", notes, warn=True)
     if a.skip_fix == "false":

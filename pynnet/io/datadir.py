@@ -134,11 +134,13 @@ class DataDir:
 
     def __init__(self, path: str, tables: dict[str, dict[str, str]],
                  lines: dict[str, dict[str, int]] | None = None,
-                 plain: dict[str, bytes] | None = None):
+                 plain: dict[str, bytes] | None = None, extra_kinds: dict[str, str] | None = None):
         self.path = path
         self.tables = tables
         self.lines = lines or {}
         self.plain = plain or {}
+        # user-named extra tables (fix_data_dir --utt-extra-files ...): name -> UTT or SPK
+        self.extra_kinds = dict(extra_kinds or {})
 
     # --- typed views -------------------------------------------------------------------------
     def has(self, name: str) -> bool:
@@ -221,7 +223,7 @@ class DataDir:
         return _c_sorted({rest.split()[0] for rest in seg.values()})
 
     def keyed_by(self, name: str) -> str:
-        kind = FILES[name].keyed_by
+        kind = self.extra_kinds.get(name) or FILES[name].keyed_by
         return UTT if kind == RECO and "segments" not in self.tables else kind
 
     # --- derived data dirs --------------------------------------------------------------------
@@ -239,7 +241,7 @@ class DataDir:
             kind = self.keyed_by(name)
             allowed = keep if kind == UTT else spks if kind == SPK else recos
             tables[name] = {k: v for k, v in t.items() if k in allowed}
-        return DataDir(path or self.path, tables, plain=dict(self.plain))
+        return DataDir(path or self.path, tables, plain=dict(self.plain), extra_kinds=self.extra_kinds)
 
     def partition(self, parts: list[list[str]]) -> list["DataDir"]:
         """One data dir per utterance list, in one pass over each table (split_data on a 300k
@@ -256,7 +258,7 @@ class DataDir:
             for u, k in utt_part.items():
                 if u in seg:
                     reco_parts.setdefault(seg[u].split(None, 1)[0], set()).add(k)
-        out = [DataDir(self.path, {}, plain=dict(self.plain)) for _ in range(n)]
+        out = [DataDir(self.path, {}, plain=dict(self.plain), extra_kinds=self.extra_kinds) for _ in range(n)]
         for name, t in self.tables.items():
             if name == "spk2utt":
                 continue
@@ -338,8 +340,9 @@ def _read_fast(path: str, spec: FileSpec, strict: bool) -> tuple[dict[str, str],
     return dict(zip(keys, rests)), dict(zip(keys, range(1, len(keys) + 1)))
 
 
-def _read_file(path: str, name: str, strict: bool, prog: str) -> tuple[dict[str, str], dict[str, int]]:
-    spec = FILES[name]
+def _read_file(path: str, name: str, strict: bool, prog: str,
+               spec: FileSpec | None = None) -> tuple[dict[str, str], dict[str, int]]:
+    spec = spec or FILES[name]
     fast = _read_fast(path, spec, strict)
     if fast is not None:
         table, lines = fast
@@ -371,10 +374,12 @@ def _read_file(path: str, name: str, strict: bool, prog: str) -> tuple[dict[str,
     return table, lines
 
 
-def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "datadir") -> DataDir:
+def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "datadir",
+                  extra: dict[str, str] | None = None) -> DataDir:
     """Read every known table in ``path``.  ``strict``: unsorted files and duplicate keys are
     errors (validate); otherwise duplicates are dropped with a warning (fix).  Malformed lines
-    are always errors.  Needs utt2spk (or, when not strict, spk2utt to derive it from)."""
+    are always errors.  Needs utt2spk (or, when not strict, spk2utt to derive it from).
+    ``extra``: more tables to carry along, {file name: UTT or SPK} (Kaldi's --utt-extra-files)."""
     path = os.fspath(path)
     if not os.path.isdir(path):
         fail("no such data directory", path)
@@ -384,6 +389,12 @@ def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "
         f = os.path.join(path, name)
         if os.path.exists(f):
             tables[name], lines[name] = _read_file(f, name, strict, prog)
+    for name, kind in (extra or {}).items():
+        if name in FILES or "/" in name or kind not in (UTT, SPK):
+            fail(f"cannot use '{name}' as an extra {kind}-keyed file")
+        f = os.path.join(path, name)
+        if os.path.exists(f):
+            tables[name], lines[name] = _read_file(f, name, strict, prog, FileSpec(kind, 1))
     if "utt2spk" not in tables:
         if strict or "spk2utt" not in tables:
             fail("no such file (every data dir needs utt2spk)", os.path.join(path, "utt2spk"))
@@ -395,7 +406,7 @@ def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "
         if os.path.isfile(f):
             with open(f, "rb") as fh:
                 plain[name] = fh.read()
-    return DataDir(path, tables, lines, plain)
+    return DataDir(path, tables, lines, plain, extra or {})
 
 
 def _utt2spk_from_spk2utt(spk2utt: dict[str, str], lines: dict[str, int], path: str
@@ -626,14 +637,17 @@ def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
     return out, notes
 
 
-def fix_data_dir(path: str | os.PathLike) -> list[str]:
-    """Fix ``path`` in place, first copying every table to ``path/.backup/`` as Kaldi does."""
+def fix_data_dir(path: str | os.PathLike, utt_extra_files: Iterable[str] = (),
+                 spk_extra_files: Iterable[str] = ()) -> list[str]:
+    """Fix ``path`` in place, first copying every table to ``path/.backup/`` as Kaldi does.
+    The extra files (keyed by utterance / speaker) are filtered to what is kept."""
     path = os.fspath(path)
-    dd = load_data_dir(path, strict=False, prog="fix_data_dir")
+    extra = {**{n: UTT for n in utt_extra_files}, **{n: SPK for n in spk_extra_files}}
+    dd = load_data_dir(path, strict=False, prog="fix_data_dir", extra=extra)
     fixed, notes = fix(dd)
     backup = os.path.join(path, ".backup")
     os.makedirs(backup, exist_ok=True)
-    for name in FILES:
+    for name in list(FILES) + list(extra):
         src = os.path.join(path, name)
         if os.path.isfile(src):
             shutil.copy2(src, os.path.join(backup, name))
@@ -835,7 +849,8 @@ def combine(dirs: list[DataDir], dest: str, prog: str = "combine_data") -> tuple
                 notes.append(f"made segments for {d.path} from its utt2dur")
             with_seg.append(d)
         dirs = with_seg
-    names = [n for n in FILES if n != "spk2utt" and any(d.has(n) for d in dirs)]
+    extra_kinds = {k: v for d in dirs for k, v in d.extra_kinds.items()}
+    names = [n for n in list(FILES) + list(extra_kinds) if n != "spk2utt" and any(d.has(n) for d in dirs)]
     tables: dict[str, dict[str, str]] = {}
     origin: dict[str, dict[str, DataDir]] = {}
     for name in names:
@@ -865,7 +880,7 @@ def combine(dirs: list[DataDir], dest: str, prog: str = "combine_data") -> tuple
         vals = {d.plain.get(name) for d in dirs}
         if len(vals) == 1 and None not in vals:
             plain[name] = vals.pop()
-    return DataDir(dest, tables, plain=plain), notes
+    return DataDir(dest, tables, plain=plain, extra_kinds=extra_kinds), notes
 
 
 def copy_with_prefix(dd: DataDir, dest: str, utt_prefix: str = "", utt_suffix: str = "",
@@ -884,7 +899,7 @@ def copy_with_prefix(dd: DataDir, dest: str, utt_prefix: str = "", utt_suffix: s
         if name == "utt2spk":
             new = {umap(k): smap(v) for k, v in t.items()}
         tables[name] = new
-    return DataDir(dest, tables, plain=dict(dd.plain))
+    return DataDir(dest, tables, plain=dict(dd.plain), extra_kinds=dd.extra_kinds)
 
 
 # --- scp helpers (split_scp.pl, filter_scp.pl, utt2spk <-> spk2utt) --------------------------
