@@ -216,6 +216,8 @@ class FeatureComputer:
                 fail("--backend=torchaudio: torchaudio cannot be imported here")
             if self.dither_mode == "frame":
                 fail("--dither-mode=frame is only available with --backend=knf")
+            if self.v["window_type"] == "sine":
+                fail("--window-type=sine is not available with --backend=torchaudio")
         else:
             fail(f"unknown feature backend '{backend}' (expected knf or torchaudio)")
 
