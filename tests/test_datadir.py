@@ -596,3 +596,15 @@ def test_extra_files(tmp_path):
     assert r.returncode == 0, r.stderr
     assert len(read(tmp_path / "c/utt2foo")) == 9
     assert "cannot use 'text' as an extra" in error_line(sh(UTILS / "fix_data_dir.sh", "--utt-extra-files", "text", d))
+
+
+def test_conf_and_frame_shift_travel(tmp_path):
+    d = make_dir(tmp_path / "d")
+    (d / "conf").mkdir()
+    (d / "conf/mfcc.conf").write_text("--sample-frequency=8000\n")
+    (d / "frame_shift").write_text("0.01\n")
+    assert sh(UTILS / "copy_data_dir.sh", d, tmp_path / "c").returncode == 0
+    assert sh(UTILS / "subset_data_dir.sh", "--first", d, 2, tmp_path / "s").returncode == 0
+    assert sh(UTILS / "split_data.sh", d, 2).returncode == 0
+    for x in (tmp_path / "c", tmp_path / "s", d / "split2/2"):
+        assert (x / "conf/mfcc.conf").read_text() == "--sample-frequency=8000\n" and (x / "frame_shift").exists()

@@ -190,6 +190,18 @@ def default_max_jobs(num_jobs: int) -> int:
     return num_jobs if ncpu < num_jobs < 1.4 * ncpu else ncpu
 
 
+def count_gpus() -> int:
+    """GPU jobs run one per GPU (nvidia-smi -L), as Kaldi's run.pl does; 1 if that fails."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+        n = sum(1 for ln in out.splitlines() if ln.startswith("GPU "))
+    except (OSError, subprocess.SubprocessError):
+        n = 0
+    if n == 0:
+        print("run.pl: WARNING: failed to detect the number of GPUs from nvidia-smi, using 1", file=sys.stderr)
+    return max(n, 1)
+
+
 def report(spec: JobSpec, codes: dict[int, int]) -> int:
     failed = [j for j in spec.jobs if codes.get(j, 1) != 0]
     if not failed:
@@ -209,7 +221,7 @@ def report(spec: JobSpec, codes: dict[int, int]) -> int:
 RUN_USAGE = """usage: run.pl [options] [JOB=1:N] <log-file> <command...>
  e.g.: run.pl JOB=1:4 exp/foo/log/align.JOB.log gmm-align --beam=10 exp/foo/final.mdl "ark:feats.JOB.scp" \\| gzip -c \\> ali.JOB.gz
 Runs the N jobs in parallel on this machine (JOB is replaced by 1..N in the log name and command).
-Options: --max-jobs-run N (default: number of cores), --pick all|failed|incomplete|none (re-run only those
+Options: --max-jobs-run N (default: number of cores; with --gpu N>0, number of GPUs), --pick all|failed|incomplete|none (re-run only those
 jobs; judged from their logs), --num-threads N (recorded in the log); queue options (--mem, --gpu, -l ...)
 are accepted and ignored so that cmd.sh can switch between run.pl, queue.pl and slurm.pl."""
 
@@ -237,7 +249,8 @@ def run_pl_main(argv: list[str] | None = None) -> int:
         print(f"run.pl: {e}\n{RUN_USAGE}", file=sys.stderr)
         return 1
     if max_jobs is None:
-        max_jobs = default_max_jobs(len(spec.jobs))
+        gpu = spec.opt("--gpu", "0")
+        max_jobs = count_gpus() if gpu.isdigit() and int(gpu) > 0 else default_max_jobs(len(spec.jobs))
     runner = JobRunner()
     codes: dict[int, int] = {}
 

@@ -107,7 +107,8 @@ FILES: dict[str, FileSpec] = {
     "utt2num_frames": FileSpec(UTT, 2, 2, check=_positive_int),
     "reco2dur": FileSpec(RECO, 2, 2, check=_positive_float),
 }
-# Copied verbatim by copy/subset/split/combine (Kaldi keeps them alongside the tables).
+# Copied verbatim by copy/subset/split/combine (Kaldi keeps them alongside the tables), as are
+# the files of conf/ (make_mfcc.sh leaves the feature config there).
 PLAIN_FILES = ("frame_shift",)
 # Files whose utterance lists fix_data_dir intersects (Kaldi's filter_utts); the other
 # utterance-keyed files are only filtered to the result.
@@ -401,7 +402,9 @@ def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "
         tables["utt2spk"], lines["utt2spk"] = _utt2spk_from_spk2utt(
             tables["spk2utt"], lines["spk2utt"], os.path.join(path, "spk2utt"))
     plain = {}
-    for name in PLAIN_FILES:
+    conf = os.path.join(path, "conf")
+    conf_files = [f"conf/{n}" for n in sorted(os.listdir(conf))] if os.path.isdir(conf) else []
+    for name in list(PLAIN_FILES) + conf_files:
         f = os.path.join(path, name)
         if os.path.isfile(f):
             with open(f, "rb") as fh:
