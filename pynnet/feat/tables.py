@@ -34,7 +34,8 @@ class MatrixWriter:
         if "ark" not in opts:
             fail(f"bad wspecifier '{wspecifier}' (expected ark:FILE or ark,scp:ARK,SCP)")
         self.text = "t" in opts
-        self.compression = 2 if compress else None   # kaldiio/Kaldi kSpeechFeature
+        # Kaldi copy-feats --compress=true: kAutomaticMethod (CM for > 8 rows, else CM2)
+        self.compression = 1 if compress else None
         if "scp" in opts:
             parts = rest.split(",")
             if len(parts) != 2 or not all(parts):
