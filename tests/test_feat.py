@@ -516,6 +516,8 @@ def test_read_features_from_a_data_dir(tmp_path, capsys):
     # CMVN over the speaker's frames: the speaker's normalized frames have mean 0, std 1
     both = np.vstack([normed["spk0-utt0"], normed["spk0-utt2"]])
     assert np.allclose(both.mean(0), 0, atol=1e-4) and np.allclose(both.std(0), 1, atol=1e-4)
+    some = dict(read_features(d, norm_vars=True, utts=["spk0-utt2", "nobody"]))
+    assert list(some) == ["spk0-utt2"] and np.array_equal(some["spk0-utt2"], normed["spk0-utt2"])
     middle = dict(read_features(d, cmvn=False, splice=1))["spk1-utt1"]
     assert np.array_equal(middle[5, 13:26], raw["spk1-utt1"][5])
 

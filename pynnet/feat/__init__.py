@@ -11,7 +11,7 @@ add-deltas ark:- ark:- | splice-feats --left-context=N --right-context=N ark:- a
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -62,10 +62,12 @@ def _feats_scp(data_dir: str) -> str:
 
 
 def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bool = False,
-                  delta_order: int = 0, splice: int = 0) -> Iterator[tuple[str, np.ndarray]]:
+                  delta_order: int = 0, splice: int = 0, utts: Iterable[str] | None = None,
+                  ) -> Iterator[tuple[str, np.ndarray]]:
     """Yield (utterance, float32 matrix) in feats.scp order, after per-speaker CMVN from
     cmvn.scp (stats keyed by the speaker in utt2spk, or by the utterance itself), ``delta_order``
-    deltas (Kaldi window 2) and splicing of ±``splice`` frames (edge frames replicated)."""
+    deltas (Kaldi window 2) and splicing of ±``splice`` frames (edge frames replicated).
+    ``utts``: only these utterances (the others are not even read)."""
     import kaldiio
 
     _check_opts(delta_order, splice)
@@ -86,8 +88,9 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
             from pynnet.io.tables import read_table
             utt2spk = read_table(utt2spk_path, min_fields=2, max_fields=2)
     n = 0
+    want = None if utts is None else set(utts)
     try:
-        reader = kaldiio.load_scp_sequential(scp)
+        reader = kaldiio.load_scp_sequential(scp) if want is None else _read_some(scp, want)
         for utt, mat in reader:
             n += 1
             x = np.asarray(mat, dtype=np.float32)
@@ -106,7 +109,17 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
                                           delta_order=delta_order, splice=splice, name=utt)
     except (FileNotFoundError, EOFError, ValueError) as e:
         # kaldiio reads lazily: the failing entry is the one after the last yielded
-        fail(f"cannot read features: {e}", scp, n + 1)
+        fail(f"cannot read features: {e}", scp, n + 1 if want is None else None)
+
+
+def _read_some(scp: str, want: set[str]) -> Iterator[tuple[str, np.ndarray]]:
+    import kaldiio
+
+    with open(scp, encoding="utf-8") as f:
+        for line in f:
+            utt, _, rx = line.strip().partition(" ")
+            if utt in want:
+                yield utt, kaldiio.load_mat(rx.strip())
 
 
 def feature_dim(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bool = False,
