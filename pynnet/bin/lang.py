@@ -137,5 +137,5 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     info = make_hclg(a.lang_test_dir, ctx, tm, a.graph_dir, self_loop_scale=a.self_loop_scale,
                      transition_scale=a.transition_scale)
     print(f"mkgraph: {a.graph_dir}/HCLG.fst: {info.hclg_states} states, {info.hclg_arcs} arcs "
-          f"in {info.seconds:.1f}s", file=sys.stderr)
+          f"in {info.seconds:.1f}s ({info.cpu_seconds:.1f}s CPU)", file=sys.stderr)
     return 0
