@@ -176,6 +176,12 @@ def apply_channel(speech: np.ndarray, sr_in: int, p: ChannelParams,
     achieved SNR before quantisation, clipping)."""
     sr = TELEPHONE_RATE
     x = speech.astype(np.float64) / 32768.0
+    # espeak-ng may stop mid-waveform: fade 10 ms at both ends so the cut is not a click
+    nf = min(int(0.01 * sr_in), len(x) // 2)
+    if nf > 0:
+        ramp = 0.5 - 0.5 * np.cos(np.pi * np.arange(nf) / nf)
+        x[:nf] *= ramp
+        x[len(x) - nf:] *= ramp[::-1]
     x = resample_bandpass(x, sr_in, sr, p.band_lo, p.band_hi)
     if p.rt60 > 0:
         x = fft_convolve(x, room_impulse_response(rng, sr, p.rt60, p.drr_db))

@@ -146,7 +146,7 @@ def draw_utterance_params(cfg: SynthConfig, spec: UttSpec) -> tuple[espeak.Voice
     rate = int(round(s.rate * (1.0 + rng.uniform(-cfg.rate_jitter, cfg.rate_jitter))))
     pitch = int(round(s.pitch + rng.uniform(-cfg.pitch_jitter, cfg.pitch_jitter)))
     prange = int(round(s.pitch_range + rng.uniform(-10, 10)))
-    gap = int(rng.integers(1, 4)) if rng.random() < cfg.word_gap_prob else 0
+    gap = int(rng.integers(2, 9)) if rng.random() < cfg.word_gap_prob else 0
     vp = espeak.VoiceParams(accent=s.accent, variant=s.variant,
                             rate=int(np.clip(rate, espeak.RATE_MIN, espeak.RATE_MAX)),
                             pitch=int(np.clip(pitch, 0, 100)), pitch_range=int(np.clip(prange, 0, 100)),
