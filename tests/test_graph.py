@@ -309,3 +309,18 @@ def test_several_hundred_word_trigram_builds_in_seconds(tmp_path):
     _, out = decode(hclg, am, tm, synth_feats(lang, lexp, sent, pdf_of))
     # homophones are possible with random prons; compare pronunciations, not spellings
     assert [lexp[lang.word_names[i]] for i in out] == [lexp[w] for w in sent]
+
+
+def test_format_lm_script_with_dict_dir(lang_test, tmp_path):
+    base = os.path.dirname(lang_test)
+    r = subprocess.run([os.path.join(ROOT, "utils", "format_lm.sh"), os.path.join(base, "lang"),
+                        os.path.join(base, "lm.arpa"), os.path.join(base, "dict"), str(tmp_path / "lt")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "fstisstochastic" in r.stderr
+    G = read_fst(str(tmp_path / "lt" / "G.fst"))
+    w = Lang.load(str(tmp_path / "lt")).words
+    assert g_cost(G, [w["ab"], w["cd"]], w["#0"]) == pytest.approx(0.6 * LN10, abs=1e-4)
+    r = subprocess.run([os.path.join(ROOT, "utils", "format_lm.sh"), os.path.join(base, "lang"),
+                        os.path.join(base, "lm.arpa"), str(tmp_path / "lt")], capture_output=True, text=True)
+    assert r.returncode == 1 and "Usage" in r.stderr

@@ -200,15 +200,20 @@ def test_train_lm_script(tmp_path):
     (data / "text").write_text("".join(f"u{i} {' '.join(s)}\n" for i, s in enumerate(random_corpus(4, 50))))
     lang = tmp_path / "lang"
     lang.mkdir()
-    (lang / "words.txt").write_text("<eps> 0\n<unk> 1\na 2\nb 3\nc 4\n#0 5\n<s> 6\n</s> 7\n")
-    (lang / "oov.txt").write_text("<unk>\n")
+    (lang / "words.txt").write_text("<eps> 0\n<UNK> 1\na 2\nb 3\nc 4\n#0 5\n<s> 6\n</s> 7\n")
+    (lang / "oov.txt").write_text("<UNK>\n")
+    out = tmp_path / "lm" / "lm_bg.arpa.gz"
     r = subprocess.run([os.path.join(ROOT, "steps", "train_lm.sh"), "--order", "2", "--discount", "wb",
-                        str(data), str(lang), str(tmp_path / "lm")], capture_output=True, text=True)
+                        "--text-has-uttid", "true", str(lang / "words.txt"), str(data / "text"), str(out)],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    lm = BackoffLM.read_arpa(str(tmp_path / "lm" / "lm.arpa.gz"))
-    assert lm.order == 2 and "<unk>" in lm.vocab
-    assert "ppl=" in (tmp_path / "lm" / "lm.ppl").read_text()
-    assert os.path.exists(tmp_path / "lm" / "log" / "train_lm.log")
+    lm = BackoffLM.read_arpa(str(out))
+    assert lm.order == 2 and "<UNK>" in lm.vocab and "<unk>" not in lm.vocab  # the lang's oov.txt
+    assert "ppl=" in r.stdout
+    assert "ppl=" in (tmp_path / "lm" / "log" / "train_lm.lm_bg.log").read_text()
+    r = subprocess.run([os.path.join(ROOT, "steps", "train_lm.sh"), str(lang / "words.txt"), str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "Usage" in r.stderr
 
 
 def test_read_sentences_skips_uttid(tmp_path):

@@ -190,8 +190,16 @@ def format_lm(lang_dir: str, arpa: str, lexicon: str | None, out_dir: str, verbo
     lang = Lang.load(lang_dir)
     empty = {lang.words["#0"]}
     if lexicon:
+        # Kaldi passes the lexicon file; a dict dir (its lexicon.txt / lexiconp.txt) is accepted too.
+        if os.path.isdir(lexicon):
+            cand = [os.path.join(lexicon, n) for n in ("lexiconp.txt", "lexicon.txt")]
+            found = [c for c in cand if os.path.exists(c)]
+            if not found:
+                fail("no lexicon.txt or lexiconp.txt", lexicon)
+            lexicon = found[0]
+        has_probs = os.path.basename(lexicon) == "lexiconp.txt"
         for n, fields in _read_lines(lexicon):
-            if len(fields) == 1 and fields[0] in lang.words:
+            if len(fields) == (2 if has_probs else 1) and fields[0] in lang.words:
                 empty.add(lang.words[fields[0]])
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
