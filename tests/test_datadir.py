@@ -608,3 +608,17 @@ def test_conf_and_frame_shift_travel(tmp_path):
     assert sh(UTILS / "split_data.sh", d, 2).returncode == 0
     for x in (tmp_path / "c", tmp_path / "s", d / "split2/2"):
         assert (x / "conf/mfcc.conf").read_text() == "--sample-frequency=8000\n" and (x / "frame_shift").exists()
+
+
+def test_remove_dup_utts(tmp_path):
+    d = make_dir(tmp_path / "d")
+    _corrupt(d, "text", lambda L: [f"{ln.split()[0]} UH  HUH" if i % 3 != 2 else ln for i, ln in enumerate(L)])
+    r = sh(UTILS / "data/remove_dup_utts.sh", 2, d, tmp_path / "n", real=True)
+    assert r.returncode == 0, r.stderr
+    assert "reduced number of utterances from 9 to 5" in r.stderr
+    assert keys(tmp_path / "n/utt2spk") == ["spkA-u1", "spkA-u2", "spkA-u3", "spkB-u3", "spkC-u3"]
+    assert sh(UTILS / "validate_data_dir.sh", tmp_path / "n").returncode == 0
+    assert sh(UTILS / "data/remove_dup_utts.sh", 2, d, real=True).returncode == 1
+    (d / "text").unlink()
+    assert error_line(sh(UTILS / "data/remove_dup_utts.sh", 2, d, tmp_path / "m", real=True)) == \
+        f"ERROR (pynnet-remove-dup-utts): {d}/text: no such file (needed to find duplicate transcripts)"

@@ -381,3 +381,22 @@ def wav_to_duration_main(argv: list[str] | None = None) -> int:
         f.writelines(lines)
     print(f"LOG (wav-to-duration): printed duration for {len(lines)} audio files.", file=sys.stderr)
     return 0
+
+
+@cli
+def remove_dup_utts_main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="remove_dup_utts.sh",
+                description="Copy a data dir keeping at most <max-count> utterances per distinct transcript.")
+    p.add_argument("max_count")
+    p.add_argument("src")
+    p.add_argument("dest")
+    a = p.parse_args(argv)
+    n = _positive_int(a.max_count, "<max-count>")
+    if os.path.abspath(a.src) == os.path.abspath(a.dest):
+        fail("source and destination are the same directory", a.dest)
+    dd = D.load_data_dir(a.src, strict=True, prog="remove_dup_utts.sh")
+    out = D.remove_dup_utts(dd, n)
+    D.write_data_dir(out, a.dest)
+    print(f"remove_dup_utts.sh: reduced number of utterances from {len(dd.utt2spk)} to {len(out.utt2spk)}",
+          file=sys.stderr)
+    return 0

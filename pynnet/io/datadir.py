@@ -736,6 +736,25 @@ def subset(dd: DataDir, *, first: int | None = None, last: int | None = None,
     return dd.restrict(keep)
 
 
+def remove_dup_utts(dd: DataDir, max_count: int) -> DataDir:
+    """Keep at most ``max_count`` utterances with the same transcript (in utterance order), as
+    Kaldi's utils/data/remove_dup_utts.sh does (e.g. the many "uh-huh"s of Switchboard)."""
+    if max_count <= 0:
+        fail(f"<max-count> must be positive, got {max_count}")
+    if dd.text is None:
+        fail("no such file (needed to find duplicate transcripts)", dd.file("text"))
+    count: dict[str, int] = {}
+    keep = []
+    for utt in dd.utts:
+        if utt not in dd.text:
+            fail(f"utterance '{utt}' has no entry in text", *dd.where("utt2spk", utt))
+        words = " ".join(dd.text[utt].split())
+        count[words] = count.get(words, 0) + 1
+        if count[words] <= max_count:
+            keep.append(utt)
+    return dd.restrict(keep)
+
+
 def _read_id_list(path: str) -> list[str]:
     """First field of each line of a list file (utterance or speaker ids)."""
     seen: dict[str, int] = {}
