@@ -148,3 +148,36 @@ def test_ngsgd_differs_from_sgd_direction_but_grad_x_is_exact():
     assert g_plain is not None and g_ng is not None
     cos = float((g_plain * g_ng).sum() / g_plain.norm() / g_ng.norm())
     assert 0.0 < cos < 0.999
+
+
+def test_hooked_plain_gradient_equals_autograd():
+    """The in-backward gradient (one GEMM into [W b]) is exactly autograd's, for every layer type."""
+    x, y = _toy_problem(n=50)
+    for act in ("sigmoid", "relu", "pnorm"):
+        m1 = Dnn(10, [12, 12], 6, act, context=0, pnorm_group=3)
+        m1.init_random(0)
+        m2 = Dnn(10, [12, 12], 6, act, context=0, pnorm_group=3)
+        m2.load_state_dict(m1.state_dict())
+        make_optimizer("sgd", m1)
+        F.cross_entropy(m1(x), y, reduction="sum").backward()
+        F.cross_entropy(m2(x), y, reduction="sum").backward()
+        for a1, a2 in zip(m1.affines, m2.affines):
+            assert a1.wb.grad is None
+            assert torch.allclose(a1.grad, a2.wb.grad, rtol=1e-4, atol=1e-5), act
+
+
+def test_momentum_sgd_matches_formula():
+    x, y = _toy_problem(n=32)
+    m = Dnn(10, [8], 6, "sigmoid", context=0)
+    m.init_random(0)
+    opt = make_optimizer("sgd", m, momentum=0.9)
+    w0 = m.affines[0].wb.detach().clone()
+    F.cross_entropy(m(x), y, reduction="sum").backward()
+    g1 = m.affines[0].grad.clone()
+    opt.step(0.01)
+    w1 = m.affines[0].wb.detach().clone()
+    assert torch.allclose(w1, w0 - 0.01 * g1)
+    F.cross_entropy(m(x), y, reduction="sum").backward()
+    g2 = m.affines[0].grad.clone()
+    opt.step(0.01)
+    assert torch.allclose(m.affines[0].wb.detach(), w1 + 0.9 * (-0.01 * g1) - 0.01 * g2, atol=1e-6)

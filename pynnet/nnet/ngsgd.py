@@ -91,7 +91,7 @@ class OnlineNaturalGradient:
         self.rho = _EPS
         for _ in range(1 if N <= self.rank else _NUM_INIT_ITERS):
             H_R = M @ self.R.t()
-            self._update(M, H_R, float(M.pow(2).sum()))
+            self._update(M, H_R, float(torch.linalg.vector_norm(M, dtype=torch.float64) ** 2))
 
     def _updating(self) -> bool:
         return (self.t <= _NUM_INITIAL_UPDATES
@@ -106,14 +106,13 @@ class OnlineNaturalGradient:
         if self.t == 0:
             self._init(M)
         self.t += 1
-        m_rows = M.pow(2).sum(1, dtype=torch.float64) if M.dtype != torch.float64 else M.pow(2).sum(1)
+        m_rows = torch.linalg.vector_norm(M, dim=1, dtype=torch.float64).square_()
         tr_MM = float(m_rows.sum())
         if self.rank == 0:
             return M.clone(), 1.0, m_rows
         D = M.shape[1]
         beta = self.beta(D)
-        e = 1.0 / (beta / self.d + 1.0)                      # float64, rank
-        sqrt_e = e.sqrt()
+        e = (1.0 / (beta / self.d + 1.0)).to(M.device)      # float64, rank
         H_R = M @ self.R.t()                                 # N x rank (projection onto R)
         # P = M - (H_R E) R, i.e. M - H W with H = M W^T, W = E^(1/2) R
         HE = H_R * e.to(M.dtype)
@@ -139,7 +138,7 @@ class OnlineNaturalGradient:
         eta = self.eta(N)
         tr_S = tr_MM / N
         # Y = eta R S_t + (1 - eta)(diag(d) + rho I) R,  S_t = M^T M / N
-        coef = ((1.0 - eta) * (self.d + self.rho)).to(M.dtype)
+        coef = ((1.0 - eta) * (self.d + self.rho)).to(device=M.device, dtype=M.dtype)
         Y = torch.addmm(coef[:, None] * self.R, H_R.t(), M, alpha=eta / N)
         Yd = Y.double()
         YYt = Yd @ Yd.t()

@@ -12,6 +12,7 @@ gradient buffers, ``after_update`` runs after each local step (model averaging e
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -90,6 +91,8 @@ class Trainer:
         self.best_path = os.path.join(exp_dir, "nnet", "best.pt")
         self.fault_steps = set(fault_steps or ())   # tests: pretend these global steps gave NaN
         self.st: dict = {}
+        # the loader threads transform features on the CPU, whatever the training device
+        self.cpu_transform = copy.deepcopy(self.model.transform).cpu()
 
     # ------------------------------------------------------------ state
     def _snapshot(self) -> dict:
@@ -127,7 +130,7 @@ class Trainer:
         self.model.eval()
         loss_sum, correct, n = 0.0, 0, 0
         chunks = plan_chunks(fs, 0, self.cfg.seed, self.cfg.buffer_frames, shuffle=False)
-        loader = ChunkLoader(fs, chunks, self.model.transform, 0, None)
+        loader = ChunkLoader(fs, chunks, self.cpu_transform, 0, None)
         try:
             for ch in loader:
                 x, y = ch.x.to(self.device), ch.y.to(self.device)
@@ -153,7 +156,7 @@ class Trainer:
 
         bar = tqdm(total=self.tr.num_frames, initial=st["acc"]["frames"], unit="fr", unit_scale=True,
                    desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=not self.progress, file=sys.stderr)
-        loader = ChunkLoader(self.tr, chunks, self.model.transform, st["chunk"], [cfg.seed, epoch, 2])
+        loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [cfg.seed, epoch, 2])
         self.model.train()
         t0 = time.time()
         try:

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""DNN training throughput against this machine's fp32 GEMM peak (not a test).
+
+Measures torch.mm GFLOP/s on large square matrices (all threads), then frames/s of one training
+step (forward, backward, update) of the Switchboard-shaped DNN (429 inputs = 11 x 39, 7 x 2048
+sigmoid, 9304 outputs, ~46M parameters) with plain SGD and with NG-SGD at minibatch 256 and
+1024. peak fraction = 6 x parameters x frames/s / peak (3 GEMMs of 2 flops per weight per frame).
+Prints ONE JSON line last.
+
+    python bench/train_throughput.py [--threads N] [--steps 8] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from pynnet.nnet.model import Dnn
+from pynnet.nnet.optim import make_optimizer
+
+
+def gemm_gflops(n: int, reps: int) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    c = torch.empty(n, n)
+    torch.mm(a, b, out=c)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        torch.mm(a, b, out=c)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n ** 3 / best / 1e9
+
+
+def train_fps(model: Dnn, opt_name: str, mb: int, steps: int, warmup: int = 3) -> float:
+    for a in model.affines:          # fresh buffers per configuration
+        a.grad, a._xa = None, None
+    opt = make_optimizer(opt_name, model)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(mb * 4, model.transform.output_dim, generator=g)
+    y = torch.randint(0, model.arch["output_dim"], (mb * 4,), generator=g)
+    lr = 1e-5
+    times = []
+    for i in range(warmup + steps):
+        j = (i % 4) * mb
+        t = time.perf_counter()
+        loss = F.cross_entropy(model(x[j:j + mb]), y[j:j + mb], reduction="sum")
+        loss.backward()
+        opt.step(lr)
+        times.append(time.perf_counter() - t)
+    opt.detach()
+    times = sorted(times[warmup:])
+    return mb / times[len(times) // 2]   # median step time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--quick", action="store_true", help="smaller model (smoke test of the script)")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    peak = max(gemm_gflops(4096 if not a.quick else 1024, 5) for _ in range(2))
+    print(f"fp32 GEMM peak: {peak:.1f} GFLOP/s with {a.threads} threads", file=sys.stderr)
+    hid, out = (2048, 9304) if not a.quick else (256, 500)
+    model = Dnn(39, [hid] * 7, out, "sigmoid", context=5)
+    model.init_random(0)
+    nparam = sum(x.wb.numel() for x in model.affines)
+    print(f"model: {model.transform.output_dim} -> 7 x {hid} -> {out}: {nparam / 1e6:.1f}M parameters", file=sys.stderr)
+    res = {"bench": "train_throughput", "threads": a.threads, "cpu": platform.processor() or platform.machine(),
+           "torch": torch.__version__, "params": nparam, "gemm_gflops": round(peak, 1)}
+    for mb in (256, 1024):
+        fps = {}
+        for opt in ("sgd", "ngsgd"):
+            fps[opt] = train_fps(model, opt, mb, a.steps if mb == 256 else max(3, a.steps // 2))
+            frac = 6 * nparam * fps[opt] / (peak * 1e9)
+            res[f"fps_{opt}_mb{mb}"] = round(fps[opt], 1)
+            res[f"peak_fraction_{opt}_mb{mb}"] = round(frac, 3)
+            print(f"mb {mb} {opt}: {fps[opt]:.0f} frames/s = {100 * frac:.1f}% of peak", file=sys.stderr)
+        res[f"ngsgd_overhead_mb{mb}"] = round(fps["sgd"] / fps["ngsgd"] - 1.0, 3)
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
