@@ -374,23 +374,21 @@ def test_cli_bad_input(tmp_path, capsys):
     assert not os.path.exists(tmp_path / "e" / "train")
 
 
-def test_prepare_data_script(tmp_path):
-    """The recipe entry point with the tiny preset, then a re-run that has nothing to do."""
+def test_prepare_data_script(tmp_path, corpus):
+    """The recipe entry point (another process) with the tiny preset and the fixture's seed:
+    bit-identical to the in-process build; a re-run has nothing to do."""
     script = os.path.join(ROOT, "egs", "synth", "local", "prepare_data.sh")
     cwd = os.path.join(ROOT, "egs", "synth")
     db, data = str(tmp_path / "db"), str(tmp_path / "data")
-    sizes = ["--train-hours", "0.004", "--dev-minutes", "0.1", "--test-minutes", "0.1"]
-    r = subprocess.run([script, "--tiny", "true", "--nj", "2", "--lm-sentences", "500", *sizes,
-                        db, data], cwd=cwd, capture_output=True, text=True, timeout=120)
+    args = [script, "--tiny", "true", "--seed", "11", "--nj", "2", db, data]
+    r = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    for split in SPLITS:
-        assert os.path.isfile(os.path.join(data, split, "wav.scp"))
-    with open(os.path.join(data, "local/lm/train.txt")) as f:
-        assert len(f.read().splitlines()) == 500
-    with open(os.path.join(db, "meta", "train.tsv")) as f:
-        assert 3 <= len(f.read().splitlines()) - 1 <= 10  # ~15 s of train audio
-    r2 = subprocess.run([script, "--tiny", "true", "--nj", "2", "--lm-sentences", "500", *sizes,
-                         db, data], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert _texts(data) == _texts(corpus[1])
+    assert _wav_digests(data) == _wav_digests(corpus[1])
+    for name in ("local/lm/train.txt", "local/dict/lexicon.txt"):
+        with open(os.path.join(data, name), "rb") as f1, open(os.path.join(corpus[1], name), "rb") as f2:
+            assert f1.read() == f2.read()
+    r2 = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=60)
     assert r2.returncode == 0 and "nothing to do" in r2.stdout
     r3 = subprocess.run([script, "--tiny", "true", db], cwd=cwd, capture_output=True, text=True)
     assert r3.returncode != 0 and "Usage" in r3.stderr
