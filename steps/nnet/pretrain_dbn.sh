@@ -18,6 +18,7 @@ splice=5
 apply_cmvn=auto
 delta_order=0
 seed=777
+num_threads=1       # torch threads of the training process (exact resume needs the same number)
 # End configuration section.
 
 help_message="Usage: $0 [options] <data> <exp-dir>
@@ -29,10 +30,13 @@ Options:
   --rbm-lrate <lr>        # Bernoulli-Bernoulli learning rate (default $rbm_lrate)
   --rbm-lrate-low <lr>    # Gaussian-Bernoulli learning rate (default $rbm_lrate_low)
   --apply-cmvn <true|false|auto>  # per-speaker mean normalisation (default $apply_cmvn)
+  --num-threads <n>            # threads of the training process (default $num_threads)
   --cmd <run.pl ...>      # job runner (default: run directly)"
 
 . ./path.sh 2>/dev/null || true
 . utils/parse_options.sh || exit 1
+case "$num_threads" in ''|*[!0-9]*|0) echo "$0: --num-threads must be a positive integer" >&2; exit 1 ;; esac
+export OMP_NUM_THREADS=$num_threads
 
 if [ $# -ne 2 ]; then
   printf "%s\n" "$help_message" >&2

@@ -31,6 +31,7 @@ cv_percent=10
 buffer_frames=32768
 checkpoint_every=1000
 seed=777
+num_threads=1       # torch threads of the training process (exact resume needs the same number)
 device=cpu           # cpu | cuda
 # End configuration section.
 
@@ -47,10 +48,13 @@ Options:
   --schedule <newbob|exponential>  --max-epochs <n>  --num-epochs <n>  --final-learn-rate <lr>
   --cv-percent <p>             # utterances held out for cross-validation (default $cv_percent)
   --device <cpu|cuda>          # (default $device)
+  --num-threads <n>            # threads of the training process (default $num_threads)
   --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
 
 . ./path.sh 2>/dev/null || true
 . utils/parse_options.sh || exit 1
+case "$num_threads" in ''|*[!0-9]*|0) echo "$0: --num-threads must be a positive integer" >&2; exit 1 ;; esac
+export OMP_NUM_THREADS=$num_threads
 
 if [ $# -ne 4 ]; then
   printf "%s\n" "$help_message" >&2
