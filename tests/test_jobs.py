@@ -241,3 +241,53 @@ def test_slurm_kaldi_config(tmp_path, slurm_env):
     (tmp_path / "bad.conf").write_text("opshun mem=* --mem $0\n")
     r = sh(SLURM, "--config", "bad.conf", "JOB=1:2", "log/k.JOB.log", "true", cwd=tmp_path, env=slurm_env)
     assert r.returncode == 1 and "bad.conf:1: cannot parse config line" in r.stderr
+
+
+# --- queue.pl with a fake qsub ------------------------------------------------------------------
+
+QUEUE = TOP / "utils/queue.pl"
+FAKE_QSUB = r'''#!/usr/bin/env python3
+"""Fake Grid Engine qsub: records its arguments; with -sync y runs tasks -t a:b here
+(SGE_TASK_ID set, output to -o with $TASK_ID expanded) and exits nonzero if any failed."""
+import os, subprocess, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_SBATCH_ARGS"], "a") as f:
+    f.write("\t".join(args) + "\n")
+opt = {}
+i = 0
+while i < len(args) - 1:
+    if args[i] == "-cwd":
+        i += 1
+        continue
+    opt[args[i]] = args[i + 1]
+    i += 2
+assert opt.get("-sync") == "y", "queue.pl must wait for the array job"
+a, b = map(int, opt["-t"].split(":"))
+worst = 0
+for t in range(a, b + 1):
+    env = dict(os.environ, SGE_TASK_ID=str(t))
+    with open(opt["-o"].replace("$TASK_ID", str(t)), "w") as out:
+        worst = max(worst, subprocess.run(["bash", args[-1]], env=env, stdout=out, stderr=subprocess.STDOUT).returncode)
+print('Your job-array 7.1-3:1 ("x") has been submitted')
+sys.exit(1 if worst else 0)
+'''
+
+
+def test_queue_pl_with_default_config(tmp_path, slurm_env):
+    (tmp_path / "bin/qsub").write_text(FAKE_QSUB)
+    (tmp_path / "bin/qsub").chmod(0o755)
+    r = sh(QUEUE, "--mem", "2G", "--num-threads", 4, "--max-jobs-run", 2, "JOB=1:3", "exp/e/log/m.JOB.log",
+           "[", "JOB", "-ne", "3", "]", cwd=tmp_path, env=slurm_env)
+    assert r.returncode == 1
+    assert "queue.pl: 1 / 3 failed, log is in exp/e/log/m.3.log" in r.stderr.splitlines()
+    a = (tmp_path / "sbatch.args").read_text().splitlines()[-1].split("\t")
+    joined = " ".join(a)
+    assert a[:8] == ["-v", "PATH", "-cwd", "-S", "/bin/bash", "-j", "y", "-l"]
+    for want in ("-sync y", "-t 1:3", "-tc 2", "-N m", "-l mem_free=2G,ram_free=2G", "-pe smp 4"):
+        assert want in joined, (want, joined)
+    assert "-q g.q" not in joined
+    check_header(log_lines(tmp_path / "exp/e/log/m.1.log"), "[ 1 -ne 3 ]", 0)
+    assert "threads=4" in (tmp_path / "exp/e/log/m.1.log").read_text()
+    r = sh(QUEUE, "--gpu", 1, "JOB=1:2", "exp/e/log/g.JOB.log", "echo", "JOB", cwd=tmp_path, env=slurm_env)
+    assert r.returncode == 0, r.stderr
+    assert "-l gpu=1 -q g.q" in (tmp_path / "sbatch.args").read_text().splitlines()[-1].replace("\t", " ")

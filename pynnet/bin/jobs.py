@@ -1,4 +1,5 @@
-"""Kaldi job runners: utils/run.pl (local processes) and utils/slurm.pl (one sbatch array job).
+"""Kaldi job runners: utils/run.pl (local processes), utils/slurm.pl (one sbatch array job) and
+utils/queue.pl (one Grid Engine qsub array job).
 
 Calling convention (Kaldi's):  run.pl [options] [JOB=1:N] <log> <command...>
 JOB (any identifier) is replaced by the job number in the log name and in the command; the
@@ -337,35 +338,39 @@ def sbatch_options(spec: JobSpec) -> tuple[list[str], int | None, int]:
     return out, max_jobs, threads
 
 
-def read_slurm_config(path: str) -> tuple[list[str], dict[str, dict[str, list[str]]], dict[str, str]]:
+def read_slurm_config(path: str, text: str | None = None
+                      ) -> tuple[list[str], dict[str, dict[str, list[str]]], dict[str, str]]:
     """Kaldi's conf/slurm.conf: ``command sbatch ...``, ``option name=value opts...`` (``name=*``
     with ``$0`` for the value), ``default name=value``.  Returns (command, options, defaults)."""
     command: list[str] = []
     options: dict[str, dict[str, list[str]]] = {}
     defaults: dict[str, str] = {}
-    with open(path) as f:
-        for n, raw in enumerate(f, 1):
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            words = line.split()
-            if words[0] == "command" and len(words) >= 2:
-                command = words[1:]
-            elif words[0] in ("option", "default") and len(words) >= 2 and "=" in words[1]:
-                name, value = words[1].split("=", 1)
-                if words[0] == "default":
-                    defaults[name] = value
-                else:
-                    options.setdefault(name, {})[value] = words[2:]
+    if text is None:
+        with open(path) as f:
+            text = f.read()
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        if words[0] == "command" and len(words) >= 2:
+            command = words[1:]
+        elif words[0] in ("option", "default") and len(words) >= 2 and "=" in words[1]:
+            name, value = words[1].split("=", 1)
+            if words[0] == "default":
+                defaults[name] = value
             else:
-                raise UsageError(f"{path}:{n}: cannot parse config line: '{raw.strip()}'")
+                options.setdefault(name, {})[value] = words[2:]
+        else:
+            raise UsageError(f"{path}:{n}: cannot parse config line: '{raw.strip()}'")
     return command, options, defaults
 
 
-def config_sbatch_options(spec: JobSpec, config: str) -> tuple[list[str], list[str], int | None, int]:
+def config_sbatch_options(spec: JobSpec, config: str, text: str | None = None
+                          ) -> tuple[list[str], list[str], int | None, int]:
     """(command, sbatch options, max jobs, threads) with the options mapped through a Kaldi
     slurm.conf; options it does not name are passed to sbatch as they are."""
-    command, options, defaults = read_slurm_config(config)
+    command, options, defaults = read_slurm_config(config, text)
     given: dict[str, str] = dict(defaults)
     passthrough: list[tuple[str, str]] = []
     max_jobs = None
@@ -400,25 +405,48 @@ def _status_file(qdir: str, log: str) -> str:
     return os.path.join(qdir, os.path.basename(log) + ".status")
 
 
-def slurm_pl_main(argv: list[str] | None = None) -> int:
+@dataclass
+class Backend:
+    """What differs between slurm.pl and queue.pl: the submit command and its array/wait options."""
+    prog: str
+    usage: str
+    conf_file: str
+    task_var: str
+    system: str
+    status_hint: str
+    default_config: str | None  # Kaldi's built-in config text, or None for our direct sbatch mapping
+
+    def array_opts(self, spec: JobSpec, stem: str, qdir: str, max_jobs: int | None) -> list[str]:
+        out = os.path.join(qdir, stem)
+        if self.prog == "slurm.pl":
+            array = f"{spec.start}-{spec.end}" + (f"%{max_jobs}" if max_jobs else "")
+            return ["--wait", f"--array={array}", f"--job-name={stem}", f"--output={out}.%a.out"]
+        return (["-sync", "y", "-t", f"{spec.start}:{spec.end}"] + (["-tc", str(max_jobs)] if max_jobs else [])
+                + ["-N", stem, "-o", f"{out}.$TASK_ID.out"])
+
+
+def _array_main(argv: list[str] | None, b: Backend) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--run-task"]:
-        return _run_task(argv[1:])
+        return _run_task(argv[1:], b.prog)
     if not argv or argv[0] in ("-h", "--help"):
-        print(SLURM_USAGE, file=sys.stderr)
+        print(b.usage, file=sys.stderr)
         return 0 if argv else 1
     try:
-        spec = parse_args(argv, "slurm.pl")
-        config = spec.opt("--config") or ("conf/slurm.conf" if os.path.isfile("conf/slurm.conf") else None)
+        spec = parse_args(argv, b.prog)
+        config = spec.opt("--config") or (b.conf_file if os.path.isfile(b.conf_file) else None)
+        if config and not os.path.isfile(config):
+            raise UsageError(f"no such config file {config}")
         if config:
-            if not os.path.isfile(config):
-                raise UsageError(f"no such config file {config}")
-            sbatch_cmd, sbatch_opts, max_jobs, threads = config_sbatch_options(spec, config)
+            submit_cmd, submit_opts, max_jobs, threads = config_sbatch_options(spec, config)
+        elif b.default_config is not None:
+            submit_cmd, submit_opts, max_jobs, threads = config_sbatch_options(
+                spec, f"{b.prog} default configuration", b.default_config)
         else:
-            sbatch_cmd = ["sbatch"]
-            sbatch_opts, max_jobs, threads = sbatch_options(spec)
+            submit_cmd = ["sbatch"]
+            submit_opts, max_jobs, threads = sbatch_options(spec)
     except UsageError as e:
-        print(f"slurm.pl: {e}\n{SLURM_USAGE}", file=sys.stderr)
+        print(f"{b.prog}: {e}\n{b.usage}", file=sys.stderr)
         return 1
     logdir = os.path.dirname(spec.log) or "."
     qdir = os.path.join(logdir, "q")
@@ -429,39 +457,37 @@ def slurm_pl_main(argv: list[str] | None = None) -> int:
     try:
         os.makedirs(qdir, exist_ok=True)
         for j in spec.jobs:
-            for stale in (_status_file(qdir, spec.log_for(j)),):
-                if os.path.exists(stale):
-                    os.unlink(stale)
+            stale = _status_file(qdir, spec.log_for(j))
+            if os.path.exists(stale):
+                os.unlink(stale)
         task = {"cmd": spec.cmd, "log": spec.log, "jobname": spec.jobname, "threads": threads, "qdir": qdir}
         spec_file = os.path.join(qdir, stem + ".json")
         with open(spec_file + ".tmp", "w") as f:
             json.dump(task, f)
         os.replace(spec_file + ".tmp", spec_file)
         script = os.path.join(qdir, stem + ".sh")
-        me = os.path.realpath(sys.argv[0]) if sys.argv[0].endswith("slurm.pl") else \
-            os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "utils", "slurm.pl")
+        me = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "utils", b.prog)
         with open(script + ".tmp", "w") as f:
-            f.write("#!/bin/bash\n# written by slurm.pl; one array task per job\n"
+            f.write(f"#!/bin/bash\n# written by {b.prog}; one array task per job\n"
                     f"cd {shlex.quote(os.getcwd())}\n"
-                    f"exec {shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(me))} --run-task "
-                    f"{shlex.quote(os.path.abspath(spec_file))} \"$SLURM_ARRAY_TASK_ID\"\n")
+                    f"exec {shlex.quote(sys.executable)} {shlex.quote(os.path.realpath(me))} --run-task "
+                    f"{shlex.quote(os.path.abspath(spec_file))} \"${b.task_var}\"\n")
         os.replace(script + ".tmp", script)
         os.chmod(script, 0o755)
     except OSError as e:
-        print(f"slurm.pl: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+        print(f"{b.prog}: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
         return 1
-    array = f"{spec.start}-{spec.end}" + (f"%{max_jobs}" if max_jobs else "")
-    cmd = sbatch_cmd + ["--wait", f"--array={array}", f"--job-name={stem}",
-           f"--output={os.path.join(qdir, stem)}.%a.out"] + sbatch_opts + [script]
-    with open(os.path.join(qdir, stem + ".sbatch"), "w") as f:
+    cmd = submit_cmd + b.array_opts(spec, stem, qdir, max_jobs) + submit_opts + [script]
+    with open(os.path.join(qdir, stem + ".submit"), "w") as f:
         f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
     try:
         r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     except FileNotFoundError:
-        print(f"slurm.pl: {sbatch_cmd[0]} not found on PATH (is Slurm installed? use run.pl for local jobs)", file=sys.stderr)
+        print(f"{b.prog}: {submit_cmd[0]} not found on PATH (is {b.system} installed? use run.pl for local jobs)",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("slurm.pl: interrupted (the array job may still be queued; see squeue/scancel)", file=sys.stderr)
+        print(f"{b.prog}: interrupted (the array job may still be queued; see {b.status_hint})", file=sys.stderr)
         return 130
     codes: dict[int, int] = {}
     missing = []
@@ -473,28 +499,62 @@ def slurm_pl_main(argv: list[str] | None = None) -> int:
             missing.append(j)
     if missing and len(missing) == len(spec.jobs) and r.returncode != 0:
         err = (r.stderr.strip().splitlines() or ["no message"])[-1]
-        print(f"slurm.pl: sbatch failed (exit {r.returncode}): {err}", file=sys.stderr)
+        print(f"{b.prog}: {submit_cmd[0]} failed (exit {r.returncode}): {err}", file=sys.stderr)
         return 1
     for j in missing:
-        print(f"slurm.pl: job {j} left no exit status (killed by Slurm? see {os.path.join(qdir, stem)}.{j}.out)",
+        print(f"{b.prog}: job {j} left no exit status (killed by {b.system}? see {os.path.join(qdir, stem)}.{j}.out)",
               file=sys.stderr)
     return report(spec, codes)
 
 
-def _run_task(argv: list[str]) -> int:
-    """Inside an array task: run job ``$SLURM_ARRAY_TASK_ID`` and record its exit status."""
+SLURM = Backend("slurm.pl", SLURM_USAGE, "conf/slurm.conf", "SLURM_ARRAY_TASK_ID", "Slurm", "squeue/scancel", None)
+
+# Kaldi queue.pl's built-in configuration (used when there is no conf/queue.conf).
+QUEUE_DEFAULT_CONFIG = """command qsub -v PATH -cwd -S /bin/bash -j y -l arch=*64*
+option mem=* -l mem_free=$0,ram_free=$0
+option mem=0
+option num_threads=* -pe smp $0
+option num_threads=1
+default gpu=0
+option gpu=0
+option gpu=* -l gpu=$0 -q g.q
+"""
+
+QUEUE_USAGE = """usage: queue.pl [options] [JOB=1:N] <log-file> <command...>
+Submits ONE Grid Engine array job (qsub -t 1:N -sync y); task k runs the command with JOB=k
+($SGE_TASK_ID), logging to the log with JOB=k, and records its exit status in
+<logdir>/q/<log>.status, which queue.pl checks afterwards ('queue.pl: F / N failed, log is in <log>').
+Options (mapped through conf/queue.conf, or --config FILE, else Kaldi's default configuration):
+--mem M (-l mem_free=M,ram_free=M), --num-threads N (-pe smp N), --gpu N (-l gpu=N -q g.q),
+--max-jobs-run N (-tc N); other options go to qsub unchanged."""
+
+QUEUE = Backend("queue.pl", QUEUE_USAGE, "conf/queue.conf", "SGE_TASK_ID", "Grid Engine", "qstat/qdel",
+                QUEUE_DEFAULT_CONFIG)
+
+
+def slurm_pl_main(argv: list[str] | None = None) -> int:
+    return _array_main(argv, SLURM)
+
+
+def queue_pl_main(argv: list[str] | None = None) -> int:
+    return _array_main(argv, QUEUE)
+
+
+def _run_task(argv: list[str], prog: str) -> int:
+    """Inside an array task: run job ``$SLURM_ARRAY_TASK_ID`` / ``$SGE_TASK_ID`` and record its
+    exit status."""
     if len(argv) != 2 or not argv[1].isdigit():
-        print("slurm.pl: --run-task <spec.json> <task-id>", file=sys.stderr)
+        print(f"{prog}: --run-task <spec.json> <task-id>", file=sys.stderr)
         return 1
     with open(argv[0]) as f:
         t = json.load(f)
     job = int(argv[1])
-    spec = JobSpec("slurm.pl", t["cmd"], t["log"], t["jobname"], job, job)
+    spec = JobSpec(prog, t["cmd"], t["log"], t["jobname"], job, job)
     log = spec.log_for(job)
     try:
         code = JobRunner().run(spec.cmd_for(job), log, t.get("threads", 1))
     except OSError as e:
-        print(f"slurm.pl: cannot run job {job}: {e}", file=sys.stderr)
+        print(f"{prog}: cannot run job {job}: {e}", file=sys.stderr)
         code = 1
     status = _status_file(t["qdir"], log)
     with open(status + ".tmp", "w") as f:
