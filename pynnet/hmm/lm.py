@@ -228,9 +228,12 @@ def count_ngrams(sentences: Iterable[list[str]], order: int, vocab: set[str] | N
                  unk: str = UNK) -> tuple[list[dict[Gram, int]], int, int]:
     """Raw counts of every k-gram (k <= order) in <s> w1..wn </s>; words outside ``vocab`` become
     ``unk``. Returns (counts, number of sentences, number of OOV tokens)."""
+    from tqdm import tqdm
+
     counts: list[dict[Gram, int]] = [dict() for _ in range(order + 1)]
     nsent = noov = 0
-    for words in sentences:
+    for words in tqdm(sentences, desc="counting n-grams", unit=" sentences", leave=False,
+                      disable=not sys.stderr.isatty()):
         nsent += 1
         if vocab is not None:
             mapped = []
@@ -262,9 +265,9 @@ def _kn_discounts(counts: Iterable[int], order: int, warn: bool = True) -> tuple
     except ZeroDivisionError:
         pass
     if warn:
-        print(f"pynnet-train-lm: WARNING: too little data to estimate Kneser-Ney discounts for order "
-              f"{order} (counts-of-counts n1..n4 = {n[1:]}); using 0.5 1 1.5 (kenlm's --discount_fallback)",
-              file=sys.stderr)
+        print(f"pynnet-train-lm: WARNING: the counts-of-counts n1..n4 = {n[1:]} of order {order} give "
+              f"Kneser-Ney discounts outside [0, 1], [0, 2], [0, 3] (too little or unusual data); "
+              f"using 0.5 1 1.5 (kenlm's --discount_fallback)", file=sys.stderr)
     return (0.5, 1.0, 1.5)
 
 
