@@ -148,7 +148,7 @@ def align_equal_main(argv: list[str] | None = None) -> int:
 
     graphs = dict(read_graphs(a.graphs))
     out, failed = {}, []
-    for utt, x in gmm_features(a.data_dir, a.cmvn_opts, a.delta_order, graphs.keys()):
+    for utt, x in gmm_features(a.data_dir, a.cmvn_opts, 0, graphs.keys()):  # only lengths matter
         ali = equal_align(graphs[utt], x.shape[0])
         if ali is None:
             failed.append(utt)
@@ -175,32 +175,38 @@ def acc_stats_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.ali_io import read_alignments, TransitionTables
     from pynnet.hmm.gmm import AmGmm, GmmAccs, accumulate
     from pynnet.hmm.model_io import read_model
-    from pynnet.hmm.train import gmm_features
+    from pynnet.hmm.train import gmm_features_batch
 
     tm, am_k = read_model(a.model)
     am = AmGmm.from_khg(am_k)
     tables = TransitionTables.from_model(tm)
     alis = read_alignments(a.alignments)
     accs = GmmAccs.zeros(am, tables.pdf.size - 1)
-    xs, ts = [], []
+    t0 = time.time()
+    keys, lengths, feats = gmm_features_batch(a.data_dir, a.cmvn_opts, a.delta_order, alis.keys())
+    if keys and feats.shape[1] != am.dim:
+        fail(f"feature dimension {feats.shape[1]} does not match the model's {am.dim} "
+             "(different --cmvn-opts/--delta-order?)", a.data_dir)
+    keep = np.ones(feats.shape[0], bool)
+    ts = []
     bad_len = 0
     done = 0
-    t0 = time.time()
-    for utt, x in gmm_features(a.data_dir, a.cmvn_opts, a.delta_order, alis.keys()):
+    offset = 0
+    for utt, n in zip(keys, lengths.tolist()):
         ali = alis[utt]
-        if x.shape[1] != am.dim:
-            fail(f"feature dimension {x.shape[1]} does not match the model's {am.dim} (utterance {utt})", a.data_dir)
-        if ali.size != x.shape[0]:
-            print(f"WARNING: alignment has wrong size {ali.size} vs. {x.shape[0]} frames for {utt}", file=sys.stderr)
+        if ali.size != n:
+            print(f"WARNING: alignment has wrong size {ali.size} vs. {n} frames for {utt}", file=sys.stderr)
             bad_len += 1
-            continue
-        tables.check(ali, f"{a.alignments}: {utt}")
-        xs.append(x)
-        ts.append(ali)
-        done += 1
-    if not xs:
-        fail("no utterance has both features and an alignment", a.alignments)
-    accumulate(am, np.concatenate(xs), np.concatenate(ts), tables.pdf, accs)
+            keep[offset:offset + n] = False
+        else:
+            tables.check(ali, f"{a.alignments}: {utt}")
+            ts.append(ali)
+            done += 1
+        offset += n
+    if not ts:
+        fail("no utterance has both features and an alignment of the right length", a.alignments)
+    xs = [feats[keep] if bad_len else feats]
+    accumulate(am, xs[0], np.concatenate(ts), tables.pdf, accs)
     accs.write(a.acc_out)
     _log(f"Done {done} files, {len(alis) - done - bad_len} with no features, {bad_len} with wrong length")
     _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / accs.num_frames:.5f} over "
@@ -316,19 +322,20 @@ def _make_aligner(a, tm, am_k):
 
 def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) -> int:
     from pynnet.hmm.ali_io import write_alignments
-    from pynnet.hmm.train import gmm_features
+    from pynnet.hmm.train import gmm_features_batch
 
     out = {}
-    seen = set()
     t0 = time.time()
-    with _progress(len(utts), "align") as bar:
-        for utt, x in gmm_features(data_dir, a.cmvn_opts, a.delta_order, utts):
+    keys, lengths, feats = gmm_features_batch(data_dir, a.cmvn_opts, a.delta_order, utts)
+    seen = set(keys)
+    ends = np.cumsum(lengths)
+    with _progress(len(keys), "align") as bar:
+        for utt, end, n in zip(keys, ends.tolist(), lengths.tolist()):
             bar.update()
-            seen.add(utt)
             g = graph_for(utt)
             if g is None:
                 continue
-            ali = aligner.align(utt, g, x)
+            ali = aligner.align(utt, g, feats[end - n:end])
             if ali is None:
                 print(f"WARNING: alignment failed for utterance {utt} even with retry beam {a.retry_beam}",
                       file=sys.stderr)

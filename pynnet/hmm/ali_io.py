@@ -35,7 +35,40 @@ def alignment_files(src: str | os.PathLike | Iterable[str]) -> list[str]:
     return [os.fspath(f) for f in src]
 
 
+_REC = np.dtype([("size", "u1"), ("value", "<i4")])
+
+
+def _parse_int32_ark(data: bytes, path: str, out: dict[str, np.ndarray]) -> bool:
+    """Fast path for binary arks of Kaldi int32 vectors (what gmm-align writes). Returns False
+    (nothing added) if the data is not entirely in that form, so the caller can fall back."""
+    pos, n = 0, len(data)
+    found: dict[str, np.ndarray] = {}
+    while pos < n:
+        sp = data.find(b" ", pos)
+        if sp < 0 or data[sp + 1:sp + 4] != b"\0B\x04":
+            return False
+        key = data[pos:sp].decode("utf-8", errors="replace").strip()
+        count = int.from_bytes(data[sp + 4:sp + 8], "little", signed=True)
+        start = sp + 8
+        end = start + 5 * count
+        if count < 0 or end > n:
+            return False
+        rec = np.frombuffer(data, dtype=_REC, count=count, offset=start)
+        if count and not np.all(rec["size"] == 4):
+            return False
+        if key in found or key in out:
+            fail(f"duplicate utterance '{key}' in alignments", path)
+        found[key] = rec["value"].astype(np.int32)
+        pos = end
+        while pos < n and data[pos:pos + 1] in (b"\n",):
+            pos += 1
+    out.update(found)
+    return True
+
+
 def _read_one(path: str, out: dict[str, np.ndarray]) -> None:
+    import io
+
     import kaldiio
 
     if not os.path.isfile(path):
@@ -43,18 +76,32 @@ def _read_one(path: str, out: dict[str, np.ndarray]) -> None:
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rb") as f:
-            for key, vec in kaldiio.load_ark(f):
-                vec = np.asarray(vec)
-                if vec.ndim != 1 or not np.issubdtype(vec.dtype, np.integer):
-                    fail(f"utterance '{key}' is not an integer vector (dtype {vec.dtype}, shape {vec.shape})",
-                         path)
-                if key in out:
-                    fail(f"duplicate utterance '{key}' in alignments", path)
-                out[key] = vec.astype(np.int32, copy=False)
+            data = f.read()
+    except (OSError, EOFError) as e:
+        fail(f"cannot read alignments: {e}", path)
+    if _parse_int32_ark(data, path, out):
+        return
+    try:  # anything else Kaldi writes (text arks ...) through kaldiio
+        for key, vec in kaldiio.load_ark(io.BytesIO(data)):
+            vec = np.asarray(vec)
+            if vec.ndim != 1 or not np.issubdtype(vec.dtype, np.integer):
+                fail(f"utterance '{key}' is not an integer vector (dtype {vec.dtype}, shape {vec.shape})",
+                     path)
+            if key in out:
+                fail(f"duplicate utterance '{key}' in alignments", path)
+            out[key] = vec.astype(np.int32, copy=False)
     except PynnetError:
         raise
-    except (OSError, EOFError, ValueError, KeyError, IndexError) as e:  # gzip/kaldiio parse errors
+    except Exception as e:  # kaldiio raises assorted errors on malformed data
         fail(f"cannot read alignments: {e}", path)
+
+
+def _int32_record(key: str, vec: np.ndarray) -> bytes:
+    vec = np.ascontiguousarray(vec, dtype=np.int32).ravel()
+    rec = np.empty(vec.size, dtype=_REC)
+    rec["size"] = 4
+    rec["value"] = vec
+    return key.encode() + b" \0B\x04" + np.int32(vec.size).tobytes() + rec.tobytes()
 
 
 def read_alignments(src: str | os.PathLike | Iterable[str]) -> dict[str, np.ndarray]:
@@ -68,8 +115,6 @@ def read_alignments(src: str | os.PathLike | Iterable[str]) -> dict[str, np.ndar
 def write_alignments(path: str | os.PathLike, alis: dict[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
                      compress: bool | None = None) -> int:
     """Write a Kaldi int32-vector ark atomically (gzipped if the name ends in .gz). Returns the count."""
-    import kaldiio
-
     path = os.fspath(path)
     if compress is None:
         compress = path.endswith(".gz")
@@ -79,8 +124,10 @@ def write_alignments(path: str | os.PathLike, alis: dict[str, np.ndarray] | Iter
         opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if compress else (lambda p: open(p, "wb"))
         with opener(tmp) as f:
             for key, vec in items:
-                # kaldiio writes int32 1-D arrays as Kaldi's BasicVectorHolder<int32> (what gmm-align writes)
-                kaldiio.save_ark(f, {key: np.ascontiguousarray(vec, dtype=np.int32)})
+                if not key or " " in key:
+                    raise PynnetError(f"bad utterance id '{key}'")
+                # Kaldi's BasicVectorHolder<int32> binary form (what gmm-align-compiled writes)
+                f.write(_int32_record(key, vec))
                 n += 1
     return n
 

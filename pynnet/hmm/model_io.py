@@ -116,15 +116,14 @@ class KaldiInput:
     def float32(self) -> float:
         if self.binary:
             size = self.data[self.pos] if self.pos < len(self.data) else -1
-            if size == 4:
-                v = struct.unpack("<f", self.data[self.pos + 1:self.pos + 5])[0]
-                self.pos += 5
-                return v
-            if size == 8:
-                v = struct.unpack("<d", self.data[self.pos + 1:self.pos + 9])[0]
-                self.pos += 9
-                return float(np.float32(v))
-            self.error("expected a float")
+            if size not in (4, 8):
+                self.error("expected a float")
+            b = self.data[self.pos + 1:self.pos + 1 + size]
+            if len(b) < size:
+                self.error("unexpected end of file while reading a float")
+            self.pos += 1 + size
+            # a double is accepted (Kaldi reads either) and kept as float, as Kaldi's BaseFloat
+            return struct.unpack("<f", b)[0] if size == 4 else float(np.float32(struct.unpack("<d", b)[0]))
         w = self._word()
         try:
             return float(np.float32(float(w)))

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Triphone GMM-HMM training on delta features (Kaldi's steps/train_deltas.sh): tree statistics
+# from the source alignments, questions by phone clustering, a decision tree with <num-leaves>
+# leaves, model initialised from the tree stats, alignments converted to the new tree, then EM
+# passes with realignment on --realign-iters and Gaussians added up to <tot-gauss>.
+# Writes <exp-dir>/{1.mdl..final.mdl,tree,questions.qst,final.occs,ali.JOB.gz,fsts.JOB.ark,num_jobs,
+# cmvn_opts,delta_opts,phones.txt,log/}.
+
+# Begin configuration section.
+stage=-4
+cmd=run.pl
+nj=            # default: as many jobs as the alignment dir has (Kaldi takes its num_jobs)
+scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"
+realign_iters="10 20 30"
+num_iters=35     # number of EM passes
+max_iter_inc=25  # Gaussians are added up to this pass
+beam=10
+careful=false
+retry_beam=40
+boost_silence=1.0  # factor on silence likelihoods in alignment
+power=0.25       # Gaussians per pdf ~ occupancy^power
+cluster_thresh=-1  # for build-tree post-clustering
+delta_order=2
+cmvn_opts=       # default: as the alignment dir's
+context_opts=    # e.g. "--context-width 3 --central-position 1"
+# End configuration section.
+
+help_message="Usage: $0 [options] <num-leaves> <tot-gauss> <data-dir> <lang-dir> <ali-dir> <exp-dir>
+ e.g.: $0 2000 10000 data/train data/lang exp/mono_ali exp/tri1
+Options:
+  --cmd <cmd>               # job runner (default $cmd)
+  --nj <nj>                 # must equal the alignment dir's num_jobs (the default)
+  --num-iters <n>           # EM passes (default $num_iters)
+  --realign-iters <list>    # passes that realign (default \"$realign_iters\")
+  --boost-silence <f>       # silence likelihood factor in alignment (default $boost_silence)
+  --power <f>               # mix-up power (default $power)
+  --stage <stage>           # resume from this stage (default $stage)"
+
+. ./path.sh 2>/dev/null || true
+. utils/parse_options.sh || exit 1
+
+if [ $# -ne 6 ]; then
+  printf "%s\n" "$help_message" >&2
+  exit 1
+fi
+set -euo pipefail
+
+numleaves=$1
+totgauss=$2
+data=$3
+lang=$4
+alidir=$5
+dir=$6
+
+for f in $alidir/final.mdl $alidir/ali.1.gz $alidir/num_jobs $data/feats.scp $data/text $lang/phones.txt \
+    $lang/topo $lang/L.fst $lang/phones/roots.int $lang/phones/sets.int $lang/phones/context_indep.csl \
+    $lang/phones/optional_silence.csl; do
+  [ -f $f ] || { echo "$0: no such file $f" >&2; exit 1; }
+done
+case "$numleaves$totgauss" in *[!0-9]*|"") echo "$0: <num-leaves> and <tot-gauss> must be integers" >&2; exit 1;; esac
+
+ali_nj=$(cat $alidir/num_jobs)
+if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
+  echo "$0: --nj $nj differs from the $ali_nj jobs of $alidir; using $ali_nj" >&2
+fi
+nj=$ali_nj
+numgauss=$numleaves
+incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
+oov=$(cat $lang/oov.int)
+ciphonelist=$(cat $lang/phones/context_indep.csl)
+silphones=$(cat $lang/phones/optional_silence.csl)
+
+mkdir -p $dir/log
+echo $nj > $dir/num_jobs
+sdata=$data/split$nj
+[[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
+cp $lang/phones.txt $dir
+[ -z "$cmvn_opts" ] && cmvn_opts=$(cat $alidir/cmvn_opts 2>/dev/null || true)
+echo "$cmvn_opts" > $dir/cmvn_opts
+echo "--delta-order $delta_order" > $dir/delta_opts
+feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order")
+boost_opts="--boost-silence $boost_silence --silence-phones $silphones"
+
+if [ $stage -le -3 ]; then
+  echo "$0: accumulating tree stats"
+  $cmd JOB=1:$nj $dir/log/acc_tree.JOB.log \
+    pynnet-acc-tree-stats $context_opts --ci-phones $ciphonelist "${feat_opts[@]}" \
+      $alidir/final.mdl $sdata/JOB $alidir/ali.JOB.gz $dir/JOB.treeacc
+  $cmd $dir/log/sum_tree_acc.log \
+    pynnet-sum-tree-stats $dir/treeacc $(for n in $(seq $nj); do echo $dir/$n.treeacc; done)
+  rm -f $dir/[0-9]*.treeacc
+fi
+
+if [ $stage -le -2 ]; then
+  echo "$0: getting questions for tree-building, via clustering"
+  $cmd $dir/log/questions.log \
+    pynnet-cluster-phones $context_opts $dir/treeacc $lang/phones/sets.int $dir/questions.int
+  [ -f $lang/phones/extra_questions.int ] && cat $lang/phones/extra_questions.int >> $dir/questions.int
+  $cmd $dir/log/compile_questions.log \
+    pynnet-compile-questions $context_opts $lang/topo $dir/questions.int $dir/questions.qst
+
+  echo "$0: building the tree"
+  $cmd $dir/log/build_tree.log \
+    pynnet-build-tree $context_opts --max-leaves $numleaves --cluster-thresh $cluster_thresh \
+      $dir/treeacc $lang/phones/roots.int $dir/questions.qst $lang/topo $dir/tree
+
+  $cmd $dir/log/init_model.log \
+    pynnet-gmm-init-model --write-occs $dir/1.occs $dir/tree $dir/treeacc $lang/topo $dir/1.mdl
+  if grep -q "no stats" $dir/log/init_model.log; then
+    grep "no stats" $dir/log/init_model.log | head -5
+    echo "$0: ** the warnings about 'no stats' mean phones (or groups of phones) had no data **"
+  fi
+  rm -f $dir/treeacc
+fi
+
+if [ $stage -le -1 ]; then
+  echo "$0: converting alignments from $alidir to use current tree"
+  $cmd JOB=1:$nj $dir/log/convert.JOB.log \
+    pynnet-convert-ali $alidir/final.mdl $dir/1.mdl $dir/tree $alidir/ali.JOB.gz $dir/ali.JOB.gz
+fi
+
+if [ $stage -le 0 ]; then
+  echo "$0: compiling graphs of transcripts"
+  $cmd JOB=1:$nj $dir/log/compile_graphs.JOB.log \
+    pynnet-compile-train-graphs $dir/tree $dir/1.mdl $lang $sdata/JOB $dir/fsts.JOB.ark
+fi
+
+x=1
+while [ $x -lt $num_iters ]; do
+  echo "$0: training pass $x"
+  if [ $stage -le $x ]; then
+    if echo " $realign_iters " | grep -q " $x "; then
+      echo "$0: aligning data"
+      $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
+        pynnet-gmm-align-compiled "${feat_opts[@]}" $scale_opts $boost_opts --beam $beam \
+          --retry-beam $retry_beam --careful $careful \
+          $dir/$x.mdl $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
+    fi
+    $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log \
+      pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $dir/$x.mdl $sdata/JOB $dir/ali.JOB.gz $dir/$x.JOB.acc
+    $cmd $dir/log/update.$x.log \
+      pynnet-gmm-est --mix-up $numgauss --power $power --seed $x --write-occs $dir/$((x + 1)).occs \
+        $dir/$x.mdl $(for n in $(seq $nj); do echo $dir/$x.$n.acc; done) $dir/$((x + 1)).mdl
+    rm -f $dir/$x.*.acc $dir/$x.occs
+  fi
+  [ $x -le $max_iter_inc ] && numgauss=$((numgauss + incgauss))
+  x=$((x + 1))
+done
+
+( cd $dir; rm -f final.mdl final.occs; ln -s $x.mdl final.mdl; ln -s $x.occs final.occs )
+
+grep -h "Overall avg like per frame" $dir/log/acc.$((x - 1)).1.log 2>/dev/null | sed "s|^|$0: last pass (job 1): |" || true
+nfail=$(cat $dir/log/align.*.*.log 2>/dev/null | grep -c "^WARNING: alignment failed" || true)
+[ "$nfail" -gt 0 ] && echo "$0: $nfail utterance alignments failed over all passes (see $dir/log/align.*.log)"
+echo "$0: Done training system with delta+delta-delta features in $dir"
