@@ -622,3 +622,19 @@ def test_remove_dup_utts(tmp_path):
     (d / "text").unlink()
     assert error_line(sh(UTILS / "data/remove_dup_utts.sh", 2, d, tmp_path / "m", real=True)) == \
         f"ERROR (pynnet-remove-dup-utts): {d}/text: no such file (needed to find duplicate transcripts)"
+
+
+def test_split_data_skips_current_split(tmp_path):
+    d = make_dir(tmp_path / "d")
+    assert sh(UTILS / "split_data.sh", d, 2).returncode == 0
+    part = d / "split2/1/utt2spk"
+    old = part.stat().st_mtime_ns
+    for f in d.iterdir():
+        if f.is_file():  # the data was made well before the split
+            os.utime(f, ns=(old - 10**10, old - 10**10))
+    assert sh(UTILS / "split_data.sh", d, 2).returncode == 0
+    assert part.stat().st_mtime_ns == old  # up to date: not rewritten
+    os.utime(d / "text", ns=(old + 10**9, old + 10**9))  # the data changed after the split
+    assert sh(UTILS / "split_data.sh", d, 2).returncode == 0
+    assert part.stat().st_mtime_ns > old
+    assert not [p for p in os.listdir(d) if p.startswith(".split2") or p.startswith(".old_split")]

@@ -825,29 +825,52 @@ def split_by_utt(dd: DataDir, n: int) -> list[list[str]]:
     return out
 
 
-def split_data_dir(path: str | os.PathLike, n: int, per_utt: bool = False) -> str:
+def _split_is_current(path: str, final: str, n: int) -> bool:
+    """Kaldi split_data.sh's test: the split has parts 1..n and no table of the data dir is newer
+    than its copy in part 1 (then splitting again would write the same files)."""
+    if not all(os.path.isdir(os.path.join(final, str(k))) for k in range(1, n + 1)) or \
+            os.path.isdir(os.path.join(final, str(n + 1))):
+        return False
+    for name in FILES:
+        src, dst = os.path.join(path, name), os.path.join(final, "1", name)
+        if os.path.exists(src) and (not os.path.exists(dst) or os.path.getmtime(dst) < os.path.getmtime(src)):
+            return False
+    return True
+
+
+def split_data_dir(path: str | os.PathLike, n: int, per_utt: bool = False, force: bool = False) -> str:
     """Write ``<path>/split<n>[utt]/<1..n>/`` (Kaldi split_data.sh); returns the split dir.
-    The new split dir replaces an old one only when complete."""
+    Does nothing if the split is newer than the data (unless ``force``).  Concurrent calls (two
+    decodes of one test set) are serialised by a lock, and a new split replaces an old one only
+    when complete."""
+    import fcntl
+
     path = os.fspath(path)
     if n <= 0:
         fail(f"number of splits must be positive, got {n}")
-    dd = load_data_dir(path, strict=True, prog="split_data")
-    parts = split_by_utt(dd, n) if per_utt else split_by_speaker(dd, n)
+    if not os.path.isdir(path):
+        fail("no such data directory", path)
     final = os.path.join(path, f"split{n}{'utt' if per_utt else ''}")
-    tmp = tempfile.mkdtemp(dir=path, prefix=f".split{n}.")
-    try:
-        for k, part in enumerate(dd.partition(parts), 1):
-            write_data_dir(part, os.path.join(tmp, str(k)))
-        if os.path.isdir(final):
-            old = tempfile.mkdtemp(dir=path, prefix=f".old_split{n}.")
-            os.rename(final, os.path.join(old, "x"))
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with open(os.path.join(path, ".split_data.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and _split_is_current(path, final, n):
+            return final
+        dd = load_data_dir(path, strict=True, prog="split_data")
+        parts = split_by_utt(dd, n) if per_utt else split_by_speaker(dd, n)
+        tmp = tempfile.mkdtemp(dir=path, prefix=f".split{n}.")
+        try:
+            for k, part in enumerate(dd.partition(parts), 1):
+                write_data_dir(part, os.path.join(tmp, str(k)))
+            if os.path.isdir(final):
+                old = tempfile.mkdtemp(dir=path, prefix=f".old_split{n}.")
+                os.rename(final, os.path.join(old, "x"))
+                os.rename(tmp, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return final
 
 
