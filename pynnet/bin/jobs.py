@@ -259,8 +259,9 @@ def run_pl_main(argv: list[str] | None = None) -> int:
         log = spec.log_for(job)
         if pick != "all":
             prev = _previous_status(log)
-            if prev == "done" or (prev == "failed" and pick in ("incomplete", "none")) or \
-                    (prev == "incomplete" and pick == "none"):
+            # as Kaldi: done jobs are skipped, failed ones rerun only with 'failed', and
+            # incomplete ones (no '# Ended' line) always run
+            if prev == "done" or (prev == "failed" and pick in ("incomplete", "none")):
                 codes[job] = 0 if prev == "done" else 1
                 return
         try:
