@@ -255,3 +255,11 @@ def test_synchronizer_hooks_and_lr_scale(tmp_path, corpus):
     build_and_train(data, ali, str(tmp_path / "plain"), cfg2, hidden_dims=[8], context=1, progress=False)
     a, b = _weights(tmp_path / "final.nnet"), _weights(tmp_path / "plain" / "final.nnet")
     assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
+
+
+def test_rerun_with_another_architecture_is_refused(tmp_path, corpus):
+    _, data, ali = corpus
+    cfg = TrainConfig(optimizer="sgd", max_epochs=1, buffer_frames=400)
+    build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[8], context=1, progress=False)
+    with pytest.raises(PynnetError, match=r"checkpoint.pt: was made for another model \(hidden_dims: \[8\] now \[9\]"):
+        build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[9], context=1, progress=False)

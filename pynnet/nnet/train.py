@@ -209,7 +209,7 @@ class Trainer:
         else:
             cv_loss, cv_acc = self.evaluate(self.cv)
             self.st = st = {"epoch": 1, "chunk": 0, "batch": 0, "step": 0, "lr": cfg.learn_rate,
-                            "halving": False, "best_loss": cv_loss, "done": False, "nan_restarts": 0,
+                            "halving": False, "best_loss": cv_loss, "done": False, "nan_restarts": 0, "lr_factor": 1.0,
                             "acc": _zero_acc(),
                             "history": [{"epoch": 0, "cv_loss": cv_loss, "cv_acc": cv_acc, "lr": cfg.learn_rate}]}
             log(f"initial CV: loss {cv_loss:.4f} frame accuracy {100 * cv_acc:.2f}%")
@@ -217,7 +217,8 @@ class Trainer:
             self.save_checkpoint()
         while not st["done"]:
             if cfg.schedule == "exponential":
-                st["lr"] = exponential_lr(cfg.learn_rate, cfg.final_learn_rate, st["epoch"], cfg.num_epochs)
+                st["lr"] = st["lr_factor"] * exponential_lr(cfg.learn_rate, cfg.final_learn_rate, st["epoch"],
+                                                            cfg.num_epochs)
             try:
                 self.run_epoch()
             except _Restart as e:
@@ -237,6 +238,7 @@ class Trainer:
                  self.ckpt_path)
         self.load_checkpoint()
         self.st["lr"] = lr * 0.5
+        self.st["lr_factor"] *= 0.5   # keeps the halving under the exponential schedule too
         self.st["nan_restarts"] = restarts
         log(f"WARNING: non-finite loss at {where}: restored the last checkpoint (epoch {self.st['epoch']}, "
             f"chunk {self.st['chunk']}, minibatch {self.st['batch']}) and halved the learning rate to {lr * 0.5:.4g}")
@@ -371,8 +373,10 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
         obj = torch.load(ckpt, map_location="cpu", weights_only=False)
         model = model_from_dict({"arch": obj["arch"], "input_pipeline": obj["input_pipeline"],
                                  "state_dict": obj["model"]})
+        _check_same_model(model, ckpt, dbn_path, hidden_dims, activation, context, pipeline)
     elif os.path.exists(init_path):
         model = load_model(init_path)
+        _check_same_model(model, init_path, dbn_path, hidden_dims, activation, context, pipeline)
         log(f"using the existing {init_path}")
     else:
         first = tr.reader.read(tr.utts[0])
@@ -393,6 +397,19 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     if model.arch["output_dim"] != num_pdfs:
         fail(f"model has {model.arch['output_dim']} outputs but the alignments have {num_pdfs} pdfs", init_path)
     return Trainer(exp_dir, model, tr, cv, cfg, sync, progress, fault_steps).train()
+
+
+def _check_same_model(model: Dnn, path: str, dbn_path, hidden_dims, activation, context, pipeline) -> None:
+    """A rerun must ask for the model it is resuming (the DBN decides the shape with --dbn)."""
+    a = model.arch
+    want = {"input_pipeline": pipeline}
+    if not dbn_path:
+        want.update(hidden_dims=list(hidden_dims), activation=activation, context=context)
+    have = {"input_pipeline": model.input_pipeline, "hidden_dims": a["hidden_dims"],
+            "activation": a["activation"], "context": a["context"]}
+    diff = [f"{k}: {have[k]} now {v}" for k, v in want.items() if have[k] != v]
+    if diff:
+        fail("was made for another model (" + "; ".join(diff) + "); remove the exp dir to start over", path)
 
 
 def dbn_to_dnn(dbn: dict, num_pdfs: int, seed: int) -> Dnn:
