@@ -12,12 +12,13 @@ that map to it (mean = sum/count, variance floored at ``var_floor``), as gmm-ini
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from pynnet.hmm.tree import TransitionTables, TreeStats, leaf_stats, split_to_phones
+from pynnet.hmm.tree import TransitionTables, TreeStats, group_rows, leaf_stats, split_to_phones
 from pynnet.hmm.tree_io import ContextDependencyTree, as_tree
 from pynnet.io.errors import PynnetError
 
@@ -25,94 +26,129 @@ log = logging.getLogger(__name__)
 
 
 class AlignmentConverter:
-    """Converts alignments from ``old_tm`` to ``new_tm``/``new_tree`` (same topology per phone)."""
+    """Converts alignments from ``old_tm`` to ``new_tm``/``new_tree`` (same topology per phone).
+
+    ``convert_many`` works on a batch of utterances at once: the tree is walked once per distinct
+    (pdf-class, context window) of the batch and transition states are found by binary search."""
 
     def __init__(self, old_tm, new_tm, new_tree, phone_map: np.ndarray | None = None):
         self.old = old_tm if isinstance(old_tm, TransitionTables) else TransitionTables(old_tm)
         self.new = new_tm if isinstance(new_tm, TransitionTables) else TransitionTables(new_tm)
         self.tree: ContextDependencyTree = as_tree(new_tree)
         self.phone_map = phone_map
-        ts_of = {}
-        for ts, tup in enumerate(self.new.tuples, 1):
-            ts_of[tuple(int(x) for x in tup)] = ts
-        self.ts_of = ts_of
-        # per new (phone, hmm_state): pdf-classes from the new topology
-        self.fwd_class: dict[tuple[int, int], int] = {}
-        self.loop_class: dict[tuple[int, int], int] = {}
+        tup = np.array([[int(x) for x in t] for t in self.new.tuples], dtype=np.int64).reshape(-1, 4)
+        self._radix = (int(tup[:, 1].max(initial=0)) + 1, int(tup[:, 2].max(initial=0)) + 2,
+                       int(tup[:, 3].max(initial=0)) + 2)
+        codes = self._code(tup[:, 0], tup[:, 1], tup[:, 2], tup[:, 3])
+        order = np.argsort(codes)
+        self._codes, self._ts = codes[order], order + 1  # transition states are 1-based
+        self._state2id = np.asarray(self.new.state2id, dtype=np.int64)
+        # per new (phone, hmm_state): pdf-classes from the new topology (-2: no such state)
         new_topo = new_tm.topo if not isinstance(new_tm, TransitionTables) else None
         old_topo = old_tm.topo if not isinstance(old_tm, TransitionTables) else None
-        if new_topo is not None:
-            for ph in new_topo.phones:
-                entry = new_topo.topology_for_phone(ph)
-                if old_topo is not None and ph in set(old_topo.phones):
-                    old_entry = old_topo.topology_for_phone(ph)
-                    if len(old_entry) != len(entry) or any(
-                            [t[0] for t in a.transitions] != [t[0] for t in b.transitions]
-                            for a, b in zip(old_entry, entry)):
-                        raise PynnetError(f"phone {ph} has different topologies in the old and new models")
-                for hs, st in enumerate(entry):
-                    self.fwd_class[(ph, hs)] = st.forward_pdf_class
-                    self.loop_class[(ph, hs)] = st.self_loop_pdf_class
+        if new_topo is None:
+            raise PynnetError("AlignmentConverter needs the new TransitionModel (for its topology)")
+        phones = list(new_topo.phones)
+        max_states = max(len(new_topo.topology_for_phone(ph)) for ph in phones)
+        self.fwd_class = np.full((max(phones) + 1, max_states), -2, np.int64)
+        self.loop_class = np.full((max(phones) + 1, max_states), -2, np.int64)
+        old_phones = set(old_topo.phones) if old_topo is not None else set()
+        for ph in phones:
+            entry = new_topo.topology_for_phone(ph)
+            if ph in old_phones:
+                old_entry = old_topo.topology_for_phone(ph)
+                if len(old_entry) != len(entry) or any(
+                        [t[0] for t in a.transitions] != [t[0] for t in b.transitions]
+                        for a, b in zip(old_entry, entry)):
+                    raise PynnetError(f"phone {ph} has different topologies in the old and new models")
+            for hs, st in enumerate(entry):
+                self.fwd_class[ph, hs] = st.forward_pdf_class
+                self.loop_class[ph, hs] = st.self_loop_pdf_class
+
+    def _code(self, phone, hs, fpdf, lpdf):
+        r1, r2, r3 = self._radix
+        return ((np.asarray(phone, np.int64) * r1 + hs) * r2 + (fpdf + 1)) * r3 + (lpdf + 1)
 
     def convert(self, ali: np.ndarray) -> np.ndarray | None:
-        """New transition-ids for one alignment, or None if it cannot be converted."""
-        ali = np.asarray(ali, dtype=np.int64)
-        if ali.size == 0:
-            return ali.astype(np.int32)
-        ok, starts, ends = split_to_phones(self.old, ali)
-        if not ok:
-            return None
+        """New transition-ids for one alignment, or None if it is not a sequence of whole phones."""
+        return self.convert_many([ali])[0]
+
+    def convert_many(self, alis: list[np.ndarray]) -> list[np.ndarray | None]:
         n, p = self.tree.context_width, self.tree.central_position
-        seq = self.old.phone[ali[starts]].astype(np.int64)
-        ctx_seq = seq if self.phone_map is None else self.phone_map[seq]
-        nph = seq.size
-        padded = np.r_[np.zeros(p, np.int64), ctx_seq, np.zeros(n - 1 - p, np.int64)]
-        windows = np.stack([padded[j:j + nph] for j in range(n)], axis=1)
-        windows[:, p] = seq  # the central phone is never mapped
-        seg = np.repeat(np.arange(nph), ends - starts)
-        phone = seq[seg]
-        hs = self.old.hmm_state[ali]
+        out: list[np.ndarray | None] = [None] * len(alis)
+        parts_win, parts_ali, lens, which = [], [], [], []
+        for i, ali in enumerate(alis):
+            ali = np.asarray(ali, dtype=np.int64)
+            if ali.size == 0:
+                out[i] = ali.astype(np.int32)
+                continue
+            ok, starts, ends = split_to_phones(self.old, ali)
+            if not ok:
+                continue
+            seq = self.old.phone[ali[starts]].astype(np.int64)
+            ctx_seq = seq if self.phone_map is None else self.phone_map[seq]
+            nph = seq.size
+            padded = np.concatenate((np.zeros(p, np.int64), ctx_seq, np.zeros(n - 1 - p, np.int64)))
+            windows = np.stack([padded[j:j + nph] for j in range(n)], axis=1)
+            windows[:, p] = seq  # the central phone is never mapped
+            parts_win.append(windows[np.repeat(np.arange(nph), ends - starts)])
+            parts_ali.append(ali)
+            lens.append(ali.size)
+            which.append(i)
+        if not parts_ali:
+            return out
+        ali = np.concatenate(parts_ali)
+        win = np.concatenate(parts_win)
+        phone = win[:, p]
+        hs = self.old.hmm_state[ali].astype(np.int64)
         tidx = self.old.trans_index[ali]
-        # pdf-classes of the (phone, hmm-state) in the new topology
-        ph_hs = np.stack([phone, hs], 1)
-        uniq, inv = np.unique(ph_hs, axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
-        try:
-            fc = np.array([self.fwd_class[(int(a), int(b))] for a, b in uniq])[inv]
-            lc = np.array([self.loop_class[(int(a), int(b))] for a, b in uniq])[inv]
-        except KeyError as e:
-            raise PynnetError(f"phone/state {e.args[0]} not in the new model's topology") from None
-        keys = [-1] + list(range(n))
-        win = windows[seg]
-        fpdf = self.tree.to_pdf.map_events(keys, np.column_stack([fc, win]))
-        lpdf = np.where(lc >= 0, self.tree.to_pdf.map_events(keys, np.column_stack([np.maximum(lc, 0), win])), -1)
+        if phone.max() >= self.fwd_class.shape[0] or hs.max() >= self.fwd_class.shape[1]:
+            raise PynnetError("alignments contain phones or HMM states the new model does not have")
+        fc, lc = self.fwd_class[phone, hs], self.loop_class[phone, hs]
+        if np.any(fc == -2):
+            bad = np.flatnonzero(fc == -2)[0]
+            raise PynnetError(f"phone {phone[bad]} state {hs[bad]} is not in the new model's topology")
+        fpdf = self._map(np.column_stack([fc, win]))
+        lpdf = np.where(lc >= 0, self._map(np.column_stack([np.maximum(lc, 0), win])), -1)
         if np.any(fpdf < 0) or np.any((lc >= 0) & (lpdf < 0)):
             bad = np.flatnonzero((fpdf < 0) | ((lc >= 0) & (lpdf < 0)))[0]
             raise PynnetError(f"the new tree has no pdf for phone window {win[bad].tolist()}, "
                               f"pdf-class {fc[bad]}")
-        tup = np.stack([phone, hs, fpdf, lpdf], 1)
-        tu, tinv = np.unique(tup, axis=0, return_inverse=True)
-        tinv = tinv.reshape(-1)
-        try:
-            ts = np.array([self.ts_of[tuple(int(x) for x in row)] for row in tu])[tinv]
-        except KeyError as e:
-            raise PynnetError(f"transition state {e.args[0]} (phone, hmm-state, pdfs) is not in the new model; "
-                              "was it built from this tree?") from None
-        state2id = np.asarray(self.new.state2id, dtype=np.int64)
-        return (state2id[ts] + tidx).astype(np.int32)
+        codes = self._code(phone, hs, fpdf, lpdf)
+        pos = np.searchsorted(self._codes, codes)
+        pos = np.minimum(pos, self._codes.size - 1)
+        missing = self._codes[pos] != codes
+        if missing.any():
+            b = np.flatnonzero(missing)[0]
+            raise PynnetError(f"transition state (phone {phone[b]}, hmm-state {hs[b]}, pdfs {fpdf[b]}/{lpdf[b]}) "
+                              "is not in the new model; was it built from this tree?")
+        tids = (self._state2id[self._ts[pos]] + tidx).astype(np.int32)
+        for i, piece in zip(which, np.split(tids, np.cumsum(lens)[:-1])):
+            out[i] = piece
+        return out
+
+    def _map(self, events: np.ndarray) -> np.ndarray:
+        """Tree lookup of (pdf-class, window) rows, walking the tree once per distinct row."""
+        uniq, inv = group_rows(events)
+        keys = [-1] + list(range(self.tree.context_width))
+        return self.tree.to_pdf.map_events(keys, uniq)[inv]
 
 
 def convert_alignments(old_tm, new_tm, new_tree, alignments: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
-                       phone_map: np.ndarray | None = None) -> Iterator[tuple[str, np.ndarray]]:
+                       phone_map: np.ndarray | None = None, batch_size: int = 500
+                       ) -> Iterator[tuple[str, np.ndarray]]:
     """Kaldi convert-ali: yield (utt, new alignment); utterances that fail are skipped with a warning."""
     conv = AlignmentConverter(old_tm, new_tm, new_tree, phone_map)
-    pairs = alignments.items() if isinstance(alignments, Mapping) else alignments
-    for utt, ali in pairs:
-        new = conv.convert(ali)
-        if new is None:
-            log.warning("could not convert alignment of %s (not a sequence of whole phones)", utt)
-            continue
-        yield utt, new
+    pairs = iter(alignments.items() if isinstance(alignments, Mapping) else alignments)
+    while True:
+        batch = list(itertools.islice(pairs, batch_size))
+        if not batch:
+            return
+        for (utt, _), new in zip(batch, conv.convert_many([a for _, a in batch])):
+            if new is None:
+                log.warning("could not convert alignment of %s (not a sequence of whole phones)", utt)
+                continue
+            yield utt, new
 
 
 def init_model_from_tree_stats(tree, topo, stats: TreeStats, *, var_floor: float = 0.01, old_tm=None,

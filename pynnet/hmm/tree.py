@@ -391,6 +391,9 @@ class TransitionTables:
             self.pdf[tid] = spdf if loop else fpdf
         # Whether each phone's entry state emits (Kaldi's SplitToPhones sanity check).
         self.first_state_emits = {p: e[0].forward_pdf_class != -1 for p, e in entries.items()}
+        self.first_emits_arr = np.ones(max(entries, default=0) + 1, bool)
+        for ph, em in self.first_state_emits.items():
+            self.first_emits_arr[ph] = em
         self.phones = sorted(entries)
 
 
@@ -424,22 +427,19 @@ def split_to_phones(tt: TransitionTables, ali: np.ndarray) -> tuple[bool, np.nda
         heads = np.flatnonzero(~loop)  # each forward transition starts a run; its self-loops follow
         if heads.size == 0 or heads[0] != 0:
             ok = False
-        run_ends = np.r_[heads[1:], t]
+        run_ends = np.append(heads[1:], t)
         ends = run_ends[final[heads]] if heads.size else np.zeros(0, np.int64)
     if ends.size == 0 or ends[-1] != t:
         ok = False
-        ends = np.r_[ends, t]
-    starts = np.r_[0, ends[:-1]]
+        ends = np.append(ends, t)
+    starts = np.concatenate(([0], ends[:-1]))
     # every segment must be one phone, starting in its entry state when that state emits
     phone = tt.phone[ali]
     seg = np.repeat(np.arange(starts.size), ends - starts)
     if np.any(phone != phone[starts][seg]):
         ok = False
     sp = phone[starts]
-    emits = np.array([tt.first_state_emits.get(int(p), True) for p in np.unique(sp)])
-    emit_map = dict(zip(np.unique(sp).tolist(), emits.tolist()))
-    first_emitting = np.array([emit_map[int(p)] for p in sp], bool)
-    if np.any(first_emitting & (tt.hmm_state[ali[starts]] != 0)):
+    if np.any(tt.first_emits_arr[sp] & (tt.hmm_state[ali[starts]] != 0)):
         ok = False
     return ok, starts, ends
 
@@ -461,14 +461,23 @@ def utterance_events(tt: TransitionTables, ali: np.ndarray, context_width: int =
             raise PynnetError("phone missing from --phone-map")
         seq = phone_map[seq].astype(np.int64)
     nph = seq.size
-    padded = np.r_[np.zeros(p, np.int64), seq, np.zeros(n - 1 - p, np.int64)]
+    padded = np.concatenate((np.zeros(p, np.int64), seq, np.zeros(n - 1 - p, np.int64)))
     # windows[i, j] = phone at position j of the window centred on phone i (0 outside the utterance)
-    windows = np.stack([padded[j:j + nph] for j in range(n)], axis=1)
-    ci = np.asarray(sorted(set(int(x) for x in ci_phones)), dtype=np.int64)
-    if ci.size:
-        is_ci = np.isin(seq, ci)
-        ctx_cols = [j for j in range(n) if j != p]
-        windows[np.ix_(is_ci, ctx_cols)] = -1  # key absent: the tree must not ask about it
+    windows = np.empty((nph, n), np.int64)
+    for j in range(n):
+        windows[:, j] = padded[j:j + nph]
+    if isinstance(ci_phones, np.ndarray) and ci_phones.dtype == bool:
+        ci_lookup = ci_phones  # precomputed boolean lookup by phone id
+    else:
+        ci = [int(x) for x in ci_phones]
+        ci_lookup = np.zeros(max(ci, default=0) + 1, bool)
+        ci_lookup[ci] = True
+    if ci_lookup.any():
+        is_ci = ci_lookup[np.minimum(seq, ci_lookup.size - 1)] & (seq < ci_lookup.size)
+        if is_ci.any():
+            central = windows[is_ci, p]
+            windows[is_ci] = -1  # context keys absent: the tree must not ask about them
+            windows[is_ci, p] = central
     seg = np.repeat(np.arange(nph), ends - starts)
     ev = np.empty((ali.shape[0], 1 + n), np.int32)
     ev[:, 0] = tt.pdf_class[ali]
@@ -488,7 +497,9 @@ def accumulate_tree_stats(trans_model, items: Iterable[tuple[str, np.ndarray, np
     if not 0 <= central_position < context_width:
         raise PynnetError(f"bad --context-width {context_width} / --central-position {central_position}")
     tt = trans_model if isinstance(trans_model, TransitionTables) else TransitionTables(trans_model)
-    ci = sorted(set(int(x) for x in ci_phones))
+    ci_list = sorted(set(int(x) for x in ci_phones))
+    ci = np.zeros(max(ci_list, default=0) + 1, bool)
+    ci[ci_list] = True
     counts = {"done": 0, "no_ali": 0, "no_feats": 0, "bad_length": 0, "bad_ali": 0}
     warned = [0]
 
