@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from pynnet.hmm.tree_io import (PDF_CLASS_KEY, ConstantEventMap, ContextDependencyTree, EventMap,
-                                SplitEventMap, TableEventMap)
+                                SplitEventMap, TableEventMap, deep_recursion)
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import PynnetError, fail
 
@@ -921,7 +921,8 @@ def build_tree(stats: TreeStats, roots: Sequence[Root], questions, num_pdf_class
             pbar.update(1)
     if pbar is not None:
         pbar.close()
-    tree = replace_leaves(stub, {nd.leaf: nd.to_map() for nd in nodes})
+    with deep_recursion():
+        tree = replace_leaves(stub, {nd.leaf: nd.to_map() for nd in nodes})
     num_split_leaves = num_leaves
 
     if cluster_thresh < 0:
@@ -949,7 +950,8 @@ def build_tree(stats: TreeStats, roots: Sequence[Root], questions, num_pdf_class
     renum = np.full(num_leaves, -1)
     renum[reps] = np.arange(reps.size)
     final_map = renum[mapping]
-    tree = tree.map_leaves(final_map.tolist())
+    with deep_recursion():
+        tree = tree.map_leaves(final_map.tolist())
     info = BuildTreeInfo(num_stub, num_splits, num_split_leaves, num_removed, int(reps.size), like_impr, change,
                          float(cluster_thresh), stats.total_count())
     return ContextDependencyTree(n, p, tree), info

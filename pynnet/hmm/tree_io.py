@@ -21,8 +21,10 @@ state is the Kaldi binary serialisation (without the ``\\0B`` header), so we bui
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
+import sys
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +33,17 @@ from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import PynnetError, fail
 
 PDF_CLASS_KEY = -1  # Kaldi's kPdfClass
+
+
+@contextlib.contextmanager
+def deep_recursion(limit: int = 50000):
+    """EventMaps are walked recursively; greedy trees can be deeper than Python's default limit."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -215,7 +228,8 @@ class ContextDependencyTree:
         w.int32(self.context_width)
         w.int32(self.central_position)
         w.token("ToPdf")
-        _write_event_map(w, self.to_pdf)
+        with deep_recursion():
+            _write_event_map(w, self.to_pdf)
         w.token("EndContextDependency")
         return w.getvalue()
 
@@ -421,7 +435,6 @@ def _read_event_map(r: _Reader) -> EventMap | None:
 def parse_context_dependency(data: bytes, binary: bool, path: str = "<bytes>", pos: int = 0
                              ) -> ContextDependencyTree:
     """Parse a ContextDependency object (after the ``\\0B`` header if binary)."""
-    import sys
     r = _Reader(data, binary, path, pos)
     r.expect("ContextDependency")
     n = r.int32()
@@ -432,12 +445,8 @@ def parse_context_dependency(data: bytes, binary: bool, path: str = "<bytes>", p
         tok = r.token()
     if tok != "ToPdf":
         r.fail(f"expected 'ToPdf', got '{tok}'")
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 20000))
-    try:
+    with deep_recursion():
         to_pdf = _read_event_map(r)
-    finally:
-        sys.setrecursionlimit(old)
     if to_pdf is None:
         r.fail("ToPdf is NULL")
     r.expect("EndContextDependency")
