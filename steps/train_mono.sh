@@ -65,6 +65,9 @@ cp $lang/phones.txt $dir
 echo "$cmvn_opts" > $dir/cmvn_opts
 echo "--delta-order $delta_order" > $dir/delta_opts
 feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order")
+# Processed features (CMVN + deltas) are cached per job for the training passes.
+cache_opts="--feats-cache $dir/cache/feats.JOB.npz"
+mkdir -p $dir/cache
 silphones=$(cat $lang/phones/optional_silence.csl)
 boost_opts="--boost-silence $boost_silence --silence-phones $silphones"
 
@@ -90,7 +93,7 @@ if [ $stage -le -1 ]; then
   $cmd JOB=1:$nj $dir/log/align.0.JOB.log \
     pynnet-align-equal-compiled "${feat_opts[@]}" $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
   $cmd JOB=1:$nj $dir/log/acc.0.JOB.log \
-    pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $dir/0.mdl $sdata/JOB $dir/ali.JOB.gz $dir/0.JOB.acc
+    pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $cache_opts $dir/0.mdl $sdata/JOB $dir/ali.JOB.gz $dir/0.JOB.acc
 fi
 
 # --min-gaussian-occupancy 3 on the first update: otherwise rare phones are not estimated and
@@ -109,13 +112,16 @@ while [ $x -lt $num_iters ]; do
   if [ $stage -le $x ]; then
     if echo " $realign_iters " | grep -q " $x "; then
       echo "$0: aligning data"
+      # aligns with the silence-boosted model, accumulates stats of the model itself (as Kaldi's
+      # gmm-align-compiled | gmm-acc-stats-ali), in one job
       $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
-        pynnet-gmm-align-compiled "${feat_opts[@]}" $scale_opts $boost_opts --beam $beam \
-          --retry-beam $((beam * 4)) --careful $careful \
+        pynnet-gmm-align-compiled "${feat_opts[@]}" $cache_opts $scale_opts $boost_opts --beam $beam \
+          --retry-beam $((beam * 4)) --careful $careful --acc-out $dir/$x.JOB.acc \
           $dir/$x.mdl $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
+    else
+      $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log \
+        pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $cache_opts $dir/$x.mdl $sdata/JOB $dir/ali.JOB.gz $dir/$x.JOB.acc
     fi
-    $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log \
-      pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $dir/$x.mdl $sdata/JOB $dir/ali.JOB.gz $dir/$x.JOB.acc
     $cmd $dir/log/update.$x.log \
       pynnet-gmm-est --write-occs $dir/$((x + 1)).occs --mix-up $numgauss --power $power --seed $x \
         $dir/$x.mdl $(for n in $(seq $nj); do echo $dir/$x.$n.acc; done) $dir/$((x + 1)).mdl
@@ -129,9 +135,10 @@ while [ $x -lt $num_iters ]; do
 done
 
 ( cd $dir; rm -f final.mdl final.occs; ln -s $x.mdl final.mdl; ln -s $x.occs final.occs )
+rm -rf $dir/cache
 
 # Diagnostics as Kaldi prints them: likelihood per pass, alignment failures.
-grep -h "Overall avg like per frame" $dir/log/acc.*.1.log 2>/dev/null | tail -1 | sed "s|^|$0: last pass (job 1): |" || true
+cat $dir/log/acc.$((x - 1)).1.log $dir/log/align.$((x - 1)).1.log 2>/dev/null | grep -h "Overall avg like per frame" | sed "s|^|$0: last pass (job 1): |" || true
 nfail=$(cat $dir/log/align.*.*.log 2>/dev/null | grep -c "^WARNING: alignment failed" || true)
 [ "$nfail" -gt 0 ] && echo "$0: $nfail utterance alignments failed over all passes (see $dir/log/align.*.log)"
 echo "$0: Done training monophone system in $dir"

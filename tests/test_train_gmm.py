@@ -45,7 +45,10 @@ def _acc_likes(expdir, passes):
     out = []
     for x in passes:
         tot, frames = 0.0, 0
-        for log in sorted((expdir / "log").glob(f"acc.{x}.*.log")):
+        # realignment passes accumulate inside the alignment job (align.X.JOB.log)
+        logs = sorted((expdir / "log").glob(f"acc.{x}.*.log")) or sorted((expdir / "log").glob(f"align.{x}.*.log"))
+        assert logs, f"no logs of pass {x}"
+        for log in logs:
             m = re.search(r"avg like per frame \(Gaussian only\) = (\S+) over (\d+) frames", log.read_text())
             tot += float(m.group(1)) * int(m.group(2))
             frames += int(m.group(2))

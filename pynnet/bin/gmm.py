@@ -32,6 +32,8 @@ def _parser(prog: str, desc: str) -> argparse.ArgumentParser:
 def _feat_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options (default: per-speaker mean normalisation)")
     p.add_argument("--delta-order", type=int, default=2, help="order of delta features (default 2)")
+    p.add_argument("--feats-cache", default="", help="cache file (.npz) of the processed features, reused by "
+                   "later passes while the data dir and options are unchanged")
 
 
 def _log(msg: str) -> None:
@@ -183,7 +185,8 @@ def acc_stats_main(argv: list[str] | None = None) -> int:
     alis = read_alignments(a.alignments)
     accs = GmmAccs.zeros(am, tables.pdf.size - 1)
     t0 = time.time()
-    keys, lengths, feats = gmm_features_batch(a.data_dir, a.cmvn_opts, a.delta_order, alis.keys())
+    keys, lengths, feats = gmm_features_batch(a.data_dir, a.cmvn_opts, a.delta_order, alis.keys(),
+                                              a.feats_cache or None)
     if keys and feats.shape[1] != am.dim:
         fail(f"feature dimension {feats.shape[1]} does not match the model's {am.dim} "
              "(different --cmvn-opts/--delta-order?)", a.data_dir)
@@ -301,6 +304,8 @@ def _align_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--self-loop-scale", type=float, default=0.1)
     p.add_argument("--boost-silence", type=float, default=1.0, help="scale silence pdfs' likelihoods")
     p.add_argument("--silence-phones", default="", help="colon-separated silence phone ids (for --boost-silence)")
+    p.add_argument("--acc-out", default="", help="also accumulate GMM stats of the (unboosted) model along the "
+                   "new alignments into this file (saves the gmm-acc-stats-ali pass)")
 
 
 def _make_aligner(a, tm, am_k):
@@ -315,9 +320,13 @@ def _make_aligner(a, tm, am_k):
             sil = [int(x) for x in a.silence_phones.split(":") if x]
         except ValueError:
             raise PynnetError(f"--silence-phones: expected colon-separated integers, got '{a.silence_phones}'")
-        am_k = boost_silence(AmGmm.from_khg(am_k), silence_pdfs(tm, sil), a.boost_silence).to_khg()
+        boosted = boost_silence(AmGmm.from_khg(am_k), silence_pdfs(tm, sil), a.boost_silence).to_khg()
+    else:
+        boosted = am_k
     opts = AlignOptions(a.beam, a.retry_beam, a.careful, a.acoustic_scale, a.transition_scale, a.self_loop_scale)
-    return Aligner(tm, am_k, opts)
+    aligner = Aligner(tm, boosted, opts)
+    aligner.unboosted_am = am_k
+    return aligner
 
 
 def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) -> int:
@@ -326,7 +335,7 @@ def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) ->
 
     out = {}
     t0 = time.time()
-    keys, lengths, feats = gmm_features_batch(data_dir, a.cmvn_opts, a.delta_order, utts)
+    keys, lengths, feats = gmm_features_batch(data_dir, a.cmvn_opts, a.delta_order, utts, a.feats_cache or None)
     seen = set(keys)
     ends = np.cumsum(lengths)
     with _progress(len(keys), "align") as bar:
@@ -342,6 +351,8 @@ def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) ->
                 continue
             out[utt] = ali
     write_alignments(out_path, out)
+    if a.acc_out:
+        _acc_from_alignments(a, aligner, keys, lengths, feats, out)
     s = aligner.stats
     no_feats = sorted(set(utts) - seen)
     if no_feats:
@@ -352,6 +363,21 @@ def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) ->
               f"{' ...' if len(s.failed) > 20 else ''}", file=sys.stderr)
     _log(s.summary() + f" ({time.time() - t0:.1f} s)")
     return 0 if out else 1
+
+
+def _acc_from_alignments(a, aligner, keys, lengths, feats, alis) -> None:
+    from pynnet.hmm.ali_io import TransitionTables
+    from pynnet.hmm.gmm import AmGmm, GmmAccs, accumulate
+
+    am = AmGmm.from_khg(aligner.unboosted_am)
+    tables = TransitionTables.from_model(aligner.tm)
+    accs = GmmAccs.zeros(am, tables.pdf.size - 1)
+    keep = np.repeat(np.array([k in alis for k in keys], dtype=bool), lengths)
+    tids = np.concatenate([alis[k] for k in keys if k in alis]) if alis else np.zeros(0, np.int32)
+    accumulate(am, feats[keep], tids, tables.pdf, accs)
+    accs.write(a.acc_out)
+    _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} over "
+         f"{accs.num_frames} frames")
 
 
 @cli

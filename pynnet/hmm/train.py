@@ -164,18 +164,63 @@ def gmm_features(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
     yield from _features_shim(data_dir, norm_means, norm_vars, delta_order, want)
 
 
+def _cache_signature(data_dir: str, cmvn_opts: str, delta_order: int) -> str:
+    """What the cached features depend on: the feature/CMVN/speaker files (path, size, mtime)
+    and the options."""
+    parts = [f"cmvn_opts={cmvn_opts!r}", f"delta_order={delta_order}"]
+    for name in ("feats.scp", "cmvn.scp", "utt2spk"):
+        f = os.path.join(data_dir, name)
+        if os.path.exists(f):
+            st = os.stat(f)
+            parts.append(f"{os.path.abspath(f)}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
+
+
+def _select(keys, lengths, feats, utts):
+    if utts is None:
+        return keys, lengths, feats
+    want = set(utts)
+    sel = np.array([k in want for k in keys], dtype=bool)
+    if sel.all():
+        return keys, lengths, feats
+    frame_sel = np.repeat(sel, lengths)
+    return [k for k, s in zip(keys, sel) if s], lengths[sel], feats[frame_sel]
+
+
 def gmm_features_batch(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
-                       utts: Iterable[str] | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
+                       utts: Iterable[str] | None = None, cache: str | None = None
+                       ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """All (selected) utterances at once: (utt ids, frame counts, concatenated float32 features).
-    Same values as ``gmm_features``; the deltas are computed in one vectorised pass (fast)."""
+    Same values as ``gmm_features``; the deltas are computed in one vectorised pass (fast).
+
+    ``cache``: an .npz file holding the processed features of the whole data dir; reused while
+    the data dir's feats.scp/cmvn.scp/utt2spk and the options are unchanged, else rewritten.
+    Training passes read the same features 40 times: this makes each read ~50x cheaper."""
+    if cache:
+        sig = _cache_signature(data_dir, cmvn_opts, delta_order)
+        if os.path.exists(cache):
+            try:
+                with np.load(cache) as z:
+                    if str(z["signature"]) == sig:
+                        return _select(list(z["keys"]), z["lengths"], z["feats"], utts)
+            except (OSError, ValueError, KeyError):
+                pass  # unreadable or stale: recompute below
     keys, mats = [], []
-    for utt, x in gmm_features(data_dir, cmvn_opts, 0, utts):
+    for utt, x in gmm_features(data_dir, cmvn_opts, 0, None if cache else utts):
         keys.append(utt)
         mats.append(x)
     if not mats:
         return keys, np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
     lengths = np.array([m.shape[0] for m in mats], dtype=np.int64)
-    return keys, lengths, add_deltas_batch(np.concatenate(mats), lengths, delta_order)
+    feats = add_deltas_batch(np.concatenate(mats), lengths, delta_order)
+    if cache:
+        from pynnet.io.atomic import atomic_path
+
+        with atomic_path(cache) as tmp:
+            with open(tmp, "wb") as f:
+                np.savez(f, signature=np.array(sig), keys=np.array(keys), lengths=lengths, feats=feats)
+        return _select(keys, lengths, feats, utts)
+    return keys, lengths, feats
 
 
 def feature_dim(data_dir: str, cmvn_opts: str = "", delta_order: int = 2) -> int:
@@ -306,7 +351,10 @@ class GraphCompiler:
         disambig = [x for r in read_int_sets(disambig_path) for x in r] if os.path.exists(disambig_path) else []
         # The C++ compiler keeps references to these: hold them for its lifetime.
         self._keep = (tm, ctx, lex)
-        self.compiler = khg.TrainingGraphCompiler(tm, ctx, lex, disambig, khg.TrainingGraphCompilerOptions())
+        # As Kaldi's compile-train-graphs: no transition or self-loop probabilities in the graphs
+        # (scales 0); the aligner adds the current model's probabilities on every pass.
+        opts = khg.TrainingGraphCompilerOptions(transition_scale=0.0, self_loop_scale=0.0)
+        self.compiler = khg.TrainingGraphCompiler(tm, ctx, lex, disambig, opts)
         self.words = {}
         with open(os.path.join(lang_dir, "words.txt"), encoding="utf-8") as f:
             for line in f:
