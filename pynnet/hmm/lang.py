@@ -224,69 +224,70 @@ def make_topo(nonsil_ids: list[int], sil_ids: list[int], num_nonsil_states: int 
 
 
 def lexicon_fst_text(entries: list[tuple[str, float, list[str]]], sil_prob: float, sil_phone: str | None,
-                     sil_disambig: str | None = None) -> str:
-    """OpenFst text of the lexicon FST (phones in, words out), as Kaldi's make_lexicon_fst.py:
+                     sil_disambig: str | None = None, isyms: dict[str, int] | None = None,
+                     osyms: dict[str, int] | None = None) -> str:
+    """OpenFst text of the lexicon FST (phones in, words out), as Kaldi's make_lexicon_fst.pl:
     optional silence (cost -log sil_prob) at the start and after each word; pronunciation
-    probabilities become costs on each word's first arc."""
+    probabilities become a cost on each word's first arc. With ``isyms``/``osyms`` the labels are
+    written as integers (ready for ``kaldifst.compile``), else as symbols."""
+    ip = isyms.__getitem__ if isyms is not None else str
+    op = osyms.__getitem__ if osyms is not None else str
+    eps_i, eps_o = ip("<eps>"), op("<eps>")
     arcs: list[str] = []
     if sil_prob > 0.0:
         if not (0.0 < sil_prob < 1.0):
             raise PynnetError(f"--sil-prob must be in [0, 1), got {sil_prob}")
         silcost, nosilcost = -math.log(sil_prob), -math.log(1.0 - sil_prob)
+        sil = ip(sil_phone)
         start, loop, silstate = 0, 1, 2
-        arcs.append(f"{start}\t{loop}\t<eps>\t<eps>\t{nosilcost:.6g}")
+        arcs.append(f"{start} {loop} {eps_i} {eps_o} {nosilcost:.6g}")
         if sil_disambig is None:
-            arcs.append(f"{start}\t{loop}\t{sil_phone}\t<eps>\t{silcost:.6g}")
-            arcs.append(f"{silstate}\t{loop}\t{sil_phone}\t<eps>")
+            arcs.append(f"{start} {loop} {sil} {eps_o} {silcost:.6g}")
+            arcs.append(f"{silstate} {loop} {sil} {eps_o}")
             next_state = 3
         else:
             # The silence disambiguation symbol keeps L_disambig determinizable after silence.
             dstate = 3
-            arcs.append(f"{start}\t{dstate}\t{sil_phone}\t<eps>\t{silcost:.6g}")
-            arcs.append(f"{silstate}\t{dstate}\t{sil_phone}\t<eps>")
-            arcs.append(f"{dstate}\t{loop}\t{sil_disambig}\t<eps>")
+            arcs.append(f"{start} {dstate} {sil} {eps_o} {silcost:.6g}")
+            arcs.append(f"{silstate} {dstate} {sil} {eps_o}")
+            arcs.append(f"{dstate} {loop} {ip(sil_disambig)} {eps_o}")
             next_state = 4
     else:
         start = loop = 0
         silstate = None
         next_state = 1
         silcost = nosilcost = 0.0
+        sil = None
     for word, prob, phones in entries:
         pron_cost = -math.log(prob) if prob != 1.0 else 0.0
         s = loop
-        out = word
-        for i, p in enumerate(phones):
-            last = i == len(phones) - 1
+        out = op(word)
+        labels = [ip(p) for p in phones]
+        last = len(labels) - 1
+        for i, p in enumerate(labels):
             cost = pron_cost if i == 0 else 0.0
-            if not last:
+            if i < last:
                 ns = next_state
                 next_state += 1
-                arcs.append(f"{s}\t{ns}\t{p}\t{out}" + (f"\t{cost:.6g}" if cost else ""))
+                arcs.append(f"{s} {ns} {p} {out} {cost:.6g}" if cost else f"{s} {ns} {p} {out}")
                 s = ns
-            elif silstate is not None and p != sil_phone:
+            elif silstate is not None and p != sil:
                 # Word end: either no silence, or go to the silence state (non-deterministic, compact).
-                arcs.append(f"{s}\t{loop}\t{p}\t{out}\t{cost + nosilcost:.6g}")
-                arcs.append(f"{s}\t{silstate}\t{p}\t{out}\t{cost + silcost:.6g}")
+                arcs.append(f"{s} {loop} {p} {out} {cost + nosilcost:.6g}")
+                arcs.append(f"{s} {silstate} {p} {out} {cost + silcost:.6g}")
             else:
-                arcs.append(f"{s}\t{loop}\t{p}\t{out}" + (f"\t{cost:.6g}" if cost else ""))
-            out = "<eps>"
-    arcs.append(f"{loop}\t0")
+                arcs.append(f"{s} {loop} {p} {out} {cost:.6g}" if cost else f"{s} {loop} {p} {out}")
+            out = eps_o
+    arcs.append(f"{loop} 0")
     return "\n".join(arcs) + "\n"
 
 
-def compile_fst(text: str, isyms: dict[str, int], osyms: dict[str, int]):
-    """Compile OpenFst text with symbolic labels (like fstcompile --isymbols --osymbols)."""
+def compile_fst(text: str):
+    """Compile OpenFst text with integer labels (fstcompile)."""
     import kaldi_hmm_gmm  # noqa: F401  (must be imported before kaldifst)
     import kaldifst
 
-    lines = []
-    for line in text.splitlines():
-        f = line.split("\t")
-        if len(f) >= 4:
-            f[2] = str(isyms[f[2]])
-            f[3] = str(osyms[f[3]])
-        lines.append(" ".join(f))
-    return kaldifst.compile("\n".join(lines) + "\n", acceptor=False)
+    return kaldifst.compile(text, acceptor=False)
 
 
 def write_fst(fst, path: str) -> None:
@@ -405,12 +406,12 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
                               num_nonsil_states, num_sil_states))
 
         sil_phone = d.optional_silence
-        L = compile_fst(lexicon_fst_text(lex, sil_prob, sil_phone), phones, words)
+        L = compile_fst(lexicon_fst_text(lex, sil_prob, sil_phone, isyms=phones, osyms=words))
         kaldifst.arcsort(L, sort_type="olabel")
         L.write(P("L.fst"))
         lex_d = [(w, pr, p) for (w, pr, _), p in zip(lex, prons_disambig)]
-        Ld = compile_fst(lexicon_fst_text(lex_d, sil_prob, sil_phone, sil_disambig=f"#{ndisambig}"),
-                         phones, words)
+        Ld = compile_fst(lexicon_fst_text(lex_d, sil_prob, sil_phone, sil_disambig=f"#{ndisambig}",
+                                          isyms=phones, osyms=words))
         # #0 self-loops (word-level disambiguation from G's backoff arcs) pass through L_disambig.
         kaldifst.add_self_loops(Ld, [phones["#0"]], [words["#0"]])
         kaldifst.arcsort(Ld, sort_type="olabel")
