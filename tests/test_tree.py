@@ -174,6 +174,17 @@ def test_bad_tree_files_name_the_file(tmp_path):
         read_tree(tmp_path / "missing")
 
 
+def test_deep_tree_round_trips(tmp_path):
+    m = ConstantEventMap(0)
+    for i in range(1, 2500):  # a degenerate greedy tree, deeper than Python's recursion limit
+        m = SplitEventMap(2, [i], ConstantEventMap(i), m)
+    t = ContextDependencyTree(3, 1, m)
+    write_tree(tmp_path / "deep", t)
+    back = read_tree_py(tmp_path / "deep")
+    assert back.num_pdfs == 2500 and back.compute([0, 1, 7], 0) == 7 and back.compute([0, 1, 9999], 2) == 0
+    assert read_tree(tmp_path / "deep").compute([0, 1, 2000], 1) == (True, 2000)
+
+
 def test_eventmap_vectorised_lookup_matches_scalar():
     m = TableEventMap(1, [None, ConstantEventMap(0),
                           SplitEventMap(2, [1, 3], TableEventMap(-1, [ConstantEventMap(1), None, ConstantEventMap(2)]),

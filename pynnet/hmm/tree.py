@@ -487,7 +487,7 @@ def utterance_events(tt: TransitionTables, ali: np.ndarray, context_width: int =
 
 def accumulate_tree_stats(trans_model, items: Iterable[tuple[str, np.ndarray, np.ndarray | None]], *,
                           context_width: int = 3, central_position: int = 1, ci_phones: Iterable[int] = (),
-                          phone_map: np.ndarray | None = None, chunk_frames: int = 400_000,
+                          phone_map: np.ndarray | None = None, chunk_frames: int = 100_000,
                           progress: bool = False) -> tuple[TreeStats, dict[str, int]]:
     """Accumulate tree stats from ``(utt, alignment, features-or-None)`` items.
 
