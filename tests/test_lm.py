@@ -220,3 +220,18 @@ def test_read_sentences_skips_uttid(tmp_path):
     p = tmp_path / "t"
     p.write_text("u1 a b\nu2\n")
     assert list(read_sentences(str(p), skip_uttid=True)) == [["a", "b"], []]
+
+
+def test_perplexity_oovs_without_unk():
+    # An LM trained without a vocabulary has <unk> only as a uniform share; drop it to get an LM
+    # without <unk>: OOVs are then left out of the score and the word count, as SRILM's ngram -ppl.
+    lm = train_lm([["a", "b"], ["a"]], order=2, vocab=["a", "b"], verbose=False)
+    with_unk = perplexity(lm, [["a", "zz", "b"]])
+    assert with_unk.oovs == 1 and not with_unk.oovs_excluded and with_unk.zeroprobs == 0
+    del lm.probs[1][("<unk>",)]
+    st = perplexity(lm, [["a", "zz", "b"]])
+    assert st.oovs == 1 and st.oovs_excluded and st.zeroprobs == 0
+    # scored: a, b, </s> (the history after zz is "zz", which backs off to unigrams)
+    lp = math.log10(0.625) + math.log10(0.25) + lm.logprob("</s>", ("b",))
+    assert st.logprob == pytest.approx(lp)
+    assert st.ppl == pytest.approx(10 ** (-lp / 3)) and st.ppl1 == pytest.approx(10 ** (-lp / 2))

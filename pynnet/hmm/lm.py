@@ -452,15 +452,19 @@ class PplStats:
     oovs: int = 0
     logprob: float = 0.0
     zeroprobs: int = 0
+    oovs_excluded: bool = False   # no <unk> in the LM: OOVs are left out, as SRILM does
+
+    def _scored(self) -> int:
+        return self.words - self.zeroprobs - (self.oovs if self.oovs_excluded else 0)
 
     @property
     def ppl(self) -> float:
-        n = self.words - self.zeroprobs + self.sentences
+        n = self._scored() + self.sentences
         return 10 ** (-self.logprob / n) if n else float("inf")
 
     @property
     def ppl1(self) -> float:
-        n = self.words - self.zeroprobs
+        n = self._scored()
         return 10 ** (-self.logprob / n) if n else float("inf")
 
     def srilm_lines(self, name: str) -> str:
@@ -469,16 +473,21 @@ class PplStats:
 
 
 def perplexity(lm: BackoffLM, sentences: Iterable[list[str]]) -> PplStats:
-    """Perplexity as SRILM's ``ngram -unk -ppl`` prints it: OOV words (not in the LM) are scored as
-    <unk> and counted in ``oovs``; words with zero probability are left out (``zeroprobs``)."""
+    """Perplexity as SRILM prints it. If the LM has <unk>, OOV words (not in the LM) are scored as
+    <unk> (``ngram -unk -ppl``) and still counted in ``oovs``; otherwise they are left out of the
+    score and of the word count (``ngram -ppl``). Zero-probability words are left out (``zeroprobs``)."""
     st = PplStats()
     known = lm.probs[1]
+    st.oovs_excluded = (UNK,) not in known
     for words in sentences:
         st.sentences += 1
         st.words += len(words)
-        st.oovs += sum(1 for w in words if (w,) not in known)
+        is_oov = [(w,) not in known for w in words] + [False]
+        st.oovs += sum(is_oov)
         _, per = lm.sentence_logprob(words)
-        for lp in per:
+        for lp, oov in zip(per, is_oov):
+            if oov and st.oovs_excluded:
+                continue
             if lp <= LOG10_ZERO:
                 st.zeroprobs += 1
             else:
