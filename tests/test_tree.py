@@ -525,6 +525,28 @@ def test_convert_alignments_keeps_phones_states_and_lengths(data, stats):
         AlignmentConverter(tm, tm, tree).convert(alis["utt000"])
 
 
+def test_phone_map_in_stats_and_conversion(data):
+    """--phone-map: phone 8 merged into 7 (a new phone set) in both acc-tree-stats and convert-ali."""
+    topo, _, tm, alis, feats, _ = data
+    pmap = np.arange(9)
+    pmap[8] = 7
+    st, _ = accumulate_tree_stats(tm, iter_items(alis, feats), ci_phones=SIL, phone_map=pmap)
+    assert 8 not in set(st.events[:, 1:].ravel().tolist()) and 7 in set(st.events[:, 2].tolist())
+    topo7 = khg.HmmTopology()
+    topo7.read(topo_text().replace("2 3 4 5 6 7 8 </ForPhones>", "2 3 4 5 6 7 </ForPhones>"))
+    npc = phone_to_num_pdf_classes(topo7)
+    q = compile_questions(cluster_phones(st, [[p] for p in range(1, 8)]) + [[5, 6, 7]], npc)
+    tree, _ = build_tree(st, [Root([p], True, True) for p in range(1, 8)], q, npc, thresh=200.0)
+    new_tm = khg.TransitionModel(tree.to_kaldi(), topo7)
+    new = dict(convert_alignments(tm, new_tm, tree, alis, phone_map=pmap))
+    old_t, new_t = TransitionTables(tm), TransitionTables(new_tm)
+    for u in alis:
+        np.testing.assert_array_equal(pmap[old_t.phone[alis[u]]], new_t.phone[new[u]])
+        np.testing.assert_array_equal(old_t.hmm_state[alis[u]], new_t.hmm_state[new[u]])
+    with pytest.raises(PynnetError, match="phone"):  # without the map, phone 8 has no place in the new model
+        AlignmentConverter(tm, new_tm, tree).convert_many(list(alis.values()))
+
+
 def test_init_model_from_tree_stats(data, stats):
     topo, _, tm, _, _, _ = data
     tree, _ = build_tree(stats, [Root([p], True, True) for p in PHONES], questions_for(stats, topo),

@@ -348,8 +348,8 @@ def convert_ali_main(argv: list[str] | None = None) -> int:
     p = _parser("pynnet-convert-ali", "Convert alignments from one decision tree / model to another, "
                 "keeping phones and HMM states (Kaldi convert-ali).  Usage: pynnet-convert-ali [options] "
                 "<old-model> <new-model> <new-tree> <alignments-in: ali.N.gz> <alignments-out: ali.N.gz>")
-    p.add_argument("--phone-map", default="", help="map phones (old new) before looking up the new tree's "
-                   "context (the central phone is kept)")
+    p.add_argument("--phone-map", default="", help="map the old model's phones to the new model's (lines "
+                   "'old new'), as Kaldi convert-ali --phone-map")
     p.add_argument("old_model")
     p.add_argument("new_model")
     p.add_argument("new_tree")

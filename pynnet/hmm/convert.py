@@ -86,11 +86,15 @@ class AlignmentConverter:
             if not ok:
                 continue
             seq = self.old.phone[ali[starts]].astype(np.int64)
-            ctx_seq = seq if self.phone_map is None else self.phone_map[seq]
+            if self.phone_map is not None:  # Kaldi maps every position, the central phone too
+                if seq.max() >= self.phone_map.size or np.any(self.phone_map[seq] <= 0):
+                    raise PynnetError(f"phone(s) {sorted(set(seq.tolist()))} not all in the phone map")
+                seq = self.phone_map[seq]
             nph = seq.size
-            padded = np.concatenate((np.zeros(p, np.int64), ctx_seq, np.zeros(n - 1 - p, np.int64)))
-            windows = np.stack([padded[j:j + nph] for j in range(n)], axis=1)
-            windows[:, p] = seq  # the central phone is never mapped
+            padded = np.concatenate((np.zeros(p, np.int64), seq, np.zeros(n - 1 - p, np.int64)))
+            windows = np.empty((nph, n), np.int64)
+            for j in range(n):
+                windows[:, j] = padded[j:j + nph]
             parts_win.append(windows[np.repeat(np.arange(nph), ends - starts)])
             parts_ali.append(ali)
             lens.append(ali.size)
