@@ -88,8 +88,9 @@ if [ "$stage" -le 0 ]; then
     exit 1
   fi
   # Real-time factor summed over jobs (each job logs Kaldi's "Time taken ...s" and its frames).
-  awk -v prog="$0" '/Time taken/ {t += $5 + 0} /Overall log-likelihood per frame/ {f += $(NF-1)}
-    END {if (f > 0) printf "%s: decoded %.1f s of audio in %.1f s of CPU (summed over jobs): RTF %.4f\n", prog, f/100, t, t/(f/100)}' \
+  awk -v prog="$0" '/: Time taken/ {t += $5 + 0} /CPU time taken/ {c += $6 + 0}
+    /Overall log-likelihood per frame/ {f += $(NF-1)}
+    END {if (f > 0) printf "%s: decoded %.1f s of audio: %.1f s wall, %.1f s CPU (summed over jobs): RTF %.4f (CPU RTF %.4f)\n", prog, f/100, t, c, t/(f/100), c/(f/100)}' \
     "$dir"/log/decode.*.log
 fi
 

@@ -141,6 +141,15 @@ def test_decode_recovers_words(toy):
     assert [int(t2p[t]) for t in r.alignment] == expect
     lat = r.lattice
     assert lat.num_arcs > len(r.alignment)  # a lattice, not just the best path
+    # the C-level parser and the line-by-line parser read the decoder's text identically
+    from pynnet.decode.lattice import _parse_fast, _parse_slow
+    fast, slow = _parse_fast(r.lattice_text, None), _parse_slow(r.lattice_text)
+    for f in ("src", "dst", "ilabel", "olabel", "graph", "acoustic", "final_state", "final_graph"):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
+    assert fast.start == slow.start == lat.start and fast.num_states == slow.num_states
+    # lattices are written unscaled: acoustic costs are -log-likelihoods, so the best path's
+    # graph + acwt * acoustic equals minus the decoder's likelihood
+    assert path_cost(lat, 1.0 / 0.1, 0.0, r.words) == pytest.approx(-r.likelihood, rel=1e-4)
     bp = best_paths(lat, [1.0 / 0.1], [0.0])
     assert bp[(10.0, 0.0)] == seq
 

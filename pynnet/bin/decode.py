@@ -87,8 +87,8 @@ class _Outputs:
         return self
 
     def add(self, utt: str, res) -> None:
-        if res.lattice is not None:
-            self.lat.write(res.lattice.to_kaldi_text(utt))
+        if res.lattice_text:
+            self.lat.write(res.kaldi_lattice_entry(utt))
         if self.words is not None:
             self.words.write(" ".join([utt] + [str(w) for w in res.words]) + "\n")
         if self.ali_text is not None:
@@ -113,7 +113,7 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
     syms = _read_symbols(a.word_symbol_table) if a.word_symbol_table else None
     n_ok = n_fail = n_partial = 0
     tot_like, tot_frames = 0.0, 0
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     with _Outputs(a.lattice_wspecifier, a.words_wspecifier, a.alignments_wspecifier) as out:
         for utt, res in tqdm(((u, decode_one(u, x)) for u, x in utterances), desc=prog_name(),
                              unit="utt", disable=not sys.stderr.isatty(), file=sys.stderr):
@@ -136,10 +136,13 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
             tot_like += res.likelihood
             tot_frames += res.num_frames
             out.add(utt, res)
-    elapsed = time.time() - t0
+    elapsed, cpu = time.time() - t0, time.process_time() - c0
     rtf = elapsed / (tot_frames / 100.0) if tot_frames else 0.0
     print(f"LOG ({prog_name()}): Time taken {elapsed:.3f}s: real-time factor assuming 100 frames/sec "
           f"is {rtf:.4f}", file=sys.stderr)
+    # Wall-clock RTF depends on the machine's load; the CPU time does not (much).
+    print(f"LOG ({prog_name()}): CPU time taken {cpu:.3f}s: CPU real-time factor is "
+          f"{cpu / (tot_frames / 100.0) if tot_frames else 0.0:.4f}", file=sys.stderr)
     print(f"LOG ({prog_name()}): Done {n_ok} utterances, failed for {n_fail}", file=sys.stderr)
     if tot_frames:
         print(f"LOG ({prog_name()}): Overall log-likelihood per frame is {tot_like / tot_frames:.6g} "

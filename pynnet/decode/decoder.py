@@ -39,8 +39,22 @@ class DecodeResult:
     words: list[int] = field(default_factory=list)
     alignment: list[int] = field(default_factory=list)   # transition-ids per frame
     likelihood: float = 0.0       # -(graph + acwt*acoustic) of the best path, as Kaldi logs it
-    lattice: object = None        # pynnet.decode.lattice.Lattice, acoustic costs unscaled
+    lattice_text: str = ""        # the raw lattice, AT&T text, acoustic costs unscaled
     num_frames: int = 0
+    _lattice: object = None
+
+    @property
+    def lattice(self):
+        """The raw lattice as a pynnet.decode.lattice.Lattice (parsed on first use)."""
+        if self._lattice is None and self.lattice_text:
+            from pynnet.decode.lattice import from_fst_text
+            self._lattice = from_fst_text(self.lattice_text)
+        return self._lattice
+
+    def kaldi_lattice_entry(self, key: str) -> str:
+        """This utterance's lattice as a Kaldi text-ark entry (what lat.JOB.gz holds)."""
+        from pynnet.decode.lattice import kaldi_text_entry
+        return kaldi_text_entry(key, self.lattice_text)
 
 
 def _import_khg():
@@ -86,7 +100,6 @@ def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: flo
     Returns words, the per-frame transition-id alignment, the likelihood and the raw lattice.
     """
     kaldifst, kd = _import_khg()
-    from pynnet.decode.lattice import from_kaldifst
 
     cfg = config or DecodeConfig()
     m = tid2pdf(trans_model) if tid2pdf_map is None else tid2pdf_map
@@ -120,9 +133,13 @@ def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: flo
         return DecodeResult(False, not reached_final, num_frames=T)
     ali, words, weight = _linear(kaldifst, best)
     ok_lat, raw = decoder.get_raw_lattice(True)
-    lat = from_kaldifst(raw).scaled(acoustic_scale=1.0 / acoustic_scale) if ok_lat else None
+    text = ""
+    if ok_lat and raw.num_states > 0:
+        # Undo the acoustic scale in C++ (latgen-faster writes unscaled lattices), print in C++.
+        kaldifst.scale_lattice(kaldifst.lattice_scale(1.0, 1.0 / acoustic_scale), raw)
+        text = raw.to_str()
     like = -(weight[0] + weight[1])
-    return DecodeResult(True, not reached_final, words, ali, like, lat, T)
+    return DecodeResult(True, not reached_final, words, ali, like, text, T)
 
 
 def _linear(kaldifst, best) -> tuple[list[int], list[int], tuple[float, float]]:

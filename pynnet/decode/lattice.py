@@ -16,7 +16,9 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import subprocess
+import warnings
 from dataclasses import dataclass
 from typing import IO, Iterator, Sequence
 
@@ -81,8 +83,54 @@ def _g(x: float) -> str:
     return "0" if s == "-0" else s
 
 
+_FINAL_LINE = re.compile(r"(?m)^[ \t]*(\d+)(?:[ \t]+([^ \t\n]+))?[ \t]*$\n?")
+
+
 def from_fst_text(text: str, start: int | None = None, where: str = "lattice",
                   first_line: int = 1) -> Lattice:
+    """Parse AT&T lattice text (see :func:`_parse_slow` for the accepted forms).  Lattice text
+    is parsed in C (regex + numpy); anything unusual (CompactLattice arcs, errors) goes through
+    the line-by-line parser, which reports bad lines."""
+    try:
+        lat = _parse_fast(text, start)
+        if lat is not None:
+            return lat
+    except ValueError:
+        pass
+    return _parse_slow(text, start, where, first_line)
+
+
+def _parse_fast(text: str, start: int | None) -> Lattice | None:
+    finals = _FINAL_LINE.findall(text)
+    body = _FINAL_LINE.sub("", text)
+    if "_" in body:
+        return None
+    stripped = body.strip()
+    n_lines = stripped.count("\n") + 1 if stripped else 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (garbage makes fromstring stop early: caught by the size check)
+        vals = np.fromstring(body.replace(",", " "), dtype=np.float64, sep=" ") if n_lines else np.zeros(0)
+    if vals.size != 6 * n_lines:
+        return None
+    arcs = vals.reshape(-1, 6)
+    ints = arcs[:, :4]
+    if not np.all(ints == np.floor(ints)) or (ints.size and ints.min() < 0):
+        return None
+    fs = np.array([int(f[0]) for f in finals], np.int32)
+    fw = np.array([_weight(f[1]) if f[1] else (0.0, 0.0) for f in finals], np.float64).reshape(-1, 2)
+    head = text.lstrip().split(None, 1)
+    if not head:
+        return None
+    first = int(head[0])
+    ns = 1 + int(max([first] + ([int(ints[:, :2].max())] if ints.size else []) + fs.tolist()))
+    ii = ints.astype(np.int64)
+    return Lattice(ns, first if start is None else start, ii[:, 0].astype(np.int32), ii[:, 1].astype(np.int32),
+                   ii[:, 2].astype(np.int32), ii[:, 3].astype(np.int32), arcs[:, 4].copy(), arcs[:, 5].copy(),
+                   fs, fw[:, 0].copy(), fw[:, 1].copy())
+
+
+def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
+                first_line: int = 1) -> Lattice:
     """Parse AT&T text of a lattice (kaldifst ``Lattice.to_str()`` or a Kaldi text entry).
     Arc lines: ``src dst ilabel olabel g,a``; final lines: ``state [g,a]``.  Also accepts
     CompactLattice lines ``src dst word g,a,tid_tid_...`` (the transition-ids are dropped;
@@ -132,6 +180,13 @@ def _weight(w: str) -> tuple[float, float]:
     if len(parts) < 2:
         raise ValueError(w)
     return float(parts[0]), float(parts[1])
+
+
+def kaldi_text_entry(key: str, fst_text: str) -> str:
+    """A Kaldi text-ark lattice entry from AT&T text (e.g. kaldifst's to_str): ``key``, newline,
+    the lines with tab separators, an empty line."""
+    body = re.sub(r"[ \t]+", "\t", fst_text.strip("\n"))
+    return f"{key} \n{body}\n\n"
 
 
 def from_kaldifst(lat) -> Lattice:
@@ -324,4 +379,4 @@ def path_cost(lat: Lattice, lm_weight: float, word_ins_penalty: float, words: Se
     return float(res)
 
 
-__all__ = ["Lattice", "from_fst_text", "from_kaldifst", "read_lattice_ark", "best_paths", "path_cost"]
+__all__ = ["Lattice", "from_fst_text", "from_kaldifst", "kaldi_text_entry", "read_lattice_ark", "best_paths", "path_cost"]
