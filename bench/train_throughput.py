@@ -37,10 +37,11 @@ def gemm_gflops(n: int, reps: int) -> float:
     return 2 * n ** 3 / best / 1e9
 
 
-def train_fps(model: Dnn, opt_name: str, mb: int, steps: int, warmup: int = 3) -> float:
+def train_fps(model: Dnn, opt_name: str, mb: int, steps: int, warmup: int = 3, fused: bool = True) -> float:
     for a in model.affines:          # fresh buffers per configuration
         a.grad, a._xa = None, None
     opt = make_optimizer(opt_name, model)
+    opt.fused_lr = 1e-5 if fused else None   # the trainer's single-worker path updates inside backward
     g = torch.Generator().manual_seed(0)
     x = torch.randn(mb * 4, model.transform.output_dim, generator=g)
     y = torch.randint(0, model.arch["output_dim"], (mb * 4,), generator=g)

@@ -181,3 +181,25 @@ def test_momentum_sgd_matches_formula():
     g2 = m.affines[0].grad.clone()
     opt.step(0.01)
     assert torch.allclose(m.affines[0].wb.detach(), w1 + 0.9 * (-0.01 * g1) - 0.01 * g2, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sgd", "ngsgd"])
+def test_fused_update_equals_separate_step(name):
+    """Updating inside backward (one GEMM into the weights) = gradient buffer + step."""
+    x, y = _toy_problem(n=128)
+    m1 = Dnn(10, [16, 16], 6, "sigmoid", context=0)
+    m1.init_random(0)
+    m2 = Dnn(10, [16, 16], 6, "sigmoid", context=0)
+    m2.load_state_dict(m1.state_dict())
+    o1, o2 = make_optimizer(name, m1), make_optimizer(name, m2)
+    o1.fused_lr = 0.05
+    for i in range(0, 128, 32):
+        for m, o in ((m1, o1), (m2, o2)):
+            F.cross_entropy(m(x[i:i + 32]), y[i:i + 32], reduction="sum").backward()
+            o.step(0.05)
+    assert m1.affines[0].grad is None   # no gradient buffer in fused mode
+    for a1, a2 in zip(m1.affines, m2.affines):
+        assert torch.allclose(a1.wb, a2.wb, atol=1e-5)
+    w0 = Dnn(10, [16, 16], 6, "sigmoid", context=0)
+    w0.init_random(0)
+    assert not torch.allclose(m1.affines[0].wb, w0.affines[0].wb, atol=1e-3)

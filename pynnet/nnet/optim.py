@@ -18,22 +18,30 @@ from pynnet.nnet.model import Affine, Dnn
 from pynnet.nnet.ngsgd import NgConfig, OnlineNaturalGradient
 
 
-def _plain_grad(layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
-    torch.mm(g.t(), layer.augmented_input(x), out=layer.grad_buffer())
-
-
 class Optimizer:
+    """Base: plain gradients into ``layer.grad``. With ``fused_lr`` set (before backward), an
+    optimizer that can (SGD without momentum, NG-SGD) applies its update inside backward as one
+    GEMM into the weights, ``W += -lr g^T x`` (as Kaldi does): no gradient buffer, no extra pass
+    over the parameters; ``step`` then only counts. Parallel training that needs the gradients
+    leaves ``fused_lr`` None."""
     name = "base"
+    fusable = False
 
     def __init__(self, model: Dnn):
         self.model = model
         self.layers = model.affines
         self.num_steps = 0
+        self.fused_lr: float | None = None
         for layer in self.layers:
             layer.grad_hook = self._hook
 
     def _hook(self, layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
-        _plain_grad(layer, x, g)
+        xa = layer.augmented_input(x)
+        if self.fused_lr is not None and self.fusable:
+            with torch.no_grad():
+                layer.wb.addmm_(g.t(), xa, alpha=-self.fused_lr)
+            return
+        torch.mm(g.t(), xa, out=layer.grad_buffer())
 
     def step(self, lr: float) -> None:
         raise NotImplementedError
@@ -60,8 +68,15 @@ class Sgd(Optimizer):
         self.momentum = momentum
         self.velocity: list[torch.Tensor | None] = [None] * len(self.layers)
 
+    @property
+    def fusable(self) -> bool:
+        return self.momentum == 0.0
+
     @torch.no_grad()
     def step(self, lr: float) -> None:
+        if self.fused_lr is not None and self.fusable:
+            self.num_steps += 1
+            return
         for i, layer in enumerate(self.layers):
             if self.momentum == 0.0:
                 layer.wb.add_(layer.grad, alpha=-lr)
@@ -116,6 +131,7 @@ class NgSgd(Optimizer):
     """Kaldi nnet2 AffineComponentPreconditionedOnline: W += lr * gamma_in gamma_out ytilde^T xtilde,
     scaled down when lr * sum_i ||xtilde_i|| ||ytilde_i|| exceeds max_change_per_sample * N."""
     name = "ngsgd"
+    fusable = True
 
     def __init__(self, model: Dnn, config: NgConfig | None = None):
         super().__init__(model)
@@ -133,21 +149,30 @@ class NgSgd(Optimizer):
         i = self._index[id(layer)]
         p_in, gam_in, rows_in = self.pre_in[i].precondition(layer.augmented_input(x))
         p_out, gam_out, rows_out = self.pre_out[i].precondition(g)
-        buf = layer.grad_buffer()
-        torch.addmm(buf, p_out.t(), p_in, beta=0.0, alpha=gam_in * gam_out, out=buf)
         self._change[i] = float((rows_in * rows_out).sqrt().sum())
         self._n[i] = x.shape[0]
+        if self.fused_lr is not None:
+            scale = self._max_change_scale(i, self.fused_lr)
+            with torch.no_grad():
+                layer.wb.addmm_(p_out.t(), p_in, alpha=-self.fused_lr * scale * gam_in * gam_out)
+            return
+        buf = layer.grad_buffer()
+        torch.addmm(buf, p_out.t(), p_in, beta=0.0, alpha=gam_in * gam_out, out=buf)
+
+    def _max_change_scale(self, i: int, lr: float) -> float:
+        mc = self.config.max_change_per_sample
+        scale = 1.0
+        tot = lr * self._change[i]
+        if mc > 0 and tot > mc * self._n[i]:
+            scale = mc * self._n[i] / tot
+        self.last_scales[i] = scale
+        return scale
 
     @torch.no_grad()
     def step(self, lr: float) -> None:
-        mc = self.config.max_change_per_sample
-        for i, layer in enumerate(self.layers):
-            scale = 1.0
-            tot = lr * self._change[i]
-            if mc > 0 and tot > mc * self._n[i]:
-                scale = mc * self._n[i] / tot
-            self.last_scales[i] = scale
-            layer.wb.add_(layer.grad, alpha=-lr * scale)
+        if self.fused_lr is None:
+            for i, layer in enumerate(self.layers):
+                layer.wb.add_(layer.grad, alpha=-lr * self._max_change_scale(i, lr))
         self.num_steps += 1
 
     def state_dict(self) -> dict:

@@ -55,8 +55,11 @@ _RESUMABLE_CHANGES = {"device", "checkpoint_every"}
 
 
 class Synchronizer:
-    """Hook between minibatches; the single-worker implementation does nothing."""
+    """Hook between minibatches; the single-worker implementation does nothing.
+    ``needs_gradients``: True makes the optimizer keep each minibatch's gradient in ``layer.grad``
+    for ``before_update`` (otherwise SGD/NG-SGD apply their update inside backward)."""
     lr_scale = 1.0
+    needs_gradients = False
 
     def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> None:
         pass
@@ -158,6 +161,7 @@ class Trainer:
                    desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=not self.progress, file=sys.stderr)
         loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [cfg.seed, epoch, 2])
         self.model.train()
+        self.opt.fused_lr = None if self.sync.needs_gradients else lr
         t0 = time.time()
         try:
             for ch in loader:
