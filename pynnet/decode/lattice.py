@@ -259,26 +259,29 @@ def _schedule(lat: Lattice) -> _Plan:
     S, E = lat.num_states, lat.num_arcs
     level = np.zeros(S, np.int64)
     if E:
+        # Kahn's algorithm one wavefront at a time (vectorised): a state's level is set when
+        # its last predecessor is done, i.e. level = longest path (in arcs) from a source.
         order = np.argsort(lat.src, kind="stable")
-        dst_sorted = lat.dst[order].tolist()
-        offs = np.searchsorted(lat.src[order], np.arange(S + 1)).tolist()
-        indeg = np.bincount(lat.dst, minlength=S).tolist()
-        lev = [0] * S
-        stack = [s for s in range(S) if indeg[s] == 0]
-        seen = 0
-        while stack:
-            s = stack.pop()
-            seen += 1
-            ls = lev[s] + 1
-            for d in dst_sorted[offs[s]:offs[s + 1]]:
-                if lev[d] < ls:
-                    lev[d] = ls
-                indeg[d] -= 1
-                if indeg[d] == 0:
-                    stack.append(d)
+        dst_sorted = lat.dst[order].astype(np.int64)
+        offs = np.searchsorted(lat.src[order], np.arange(S + 1))
+        indeg = np.bincount(lat.dst, minlength=S).astype(np.int64)
+        wave = np.flatnonzero(indeg == 0)
+        seen, lev = 0, 0
+        while wave.size:
+            level[wave] = lev
+            seen += wave.size
+            starts, counts = offs[wave], offs[wave + 1] - offs[wave]
+            total = int(counts.sum())
+            if total == 0:
+                break
+            first = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+            succ = dst_sorted[first + np.arange(total)]
+            u, c = np.unique(succ, return_counts=True)
+            indeg[u] -= c
+            wave = u[indeg[u] == 0]
+            lev += 1
         if seen != S:
             fail("lattice has a cycle (not a decoder lattice?)")
-        level = np.asarray(lev, np.int64)
     blocks = []
     if E:
         key = level[lat.dst] * S + lat.dst
