@@ -213,7 +213,7 @@ def acc_stats_main(argv: list[str] | None = None) -> int:
     accs.write(a.acc_out)
     _log(f"Done {done} files, {len(alis) - done - bad_len} with no features, {bad_len} with wrong length")
     _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / accs.num_frames:.5f} over "
-         f"{accs.num_frames} frames ({time.time() - t0:.1f} s)")
+         f"{accs.num_frames} frames ({time.time() - t0:.1f} s, process CPU {time.process_time():.1f} s)")
     return 0
 
 
@@ -361,7 +361,7 @@ def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) ->
     if s.failed:
         print(f"WARNING: {len(s.failed)} utterances failed to align: {' '.join(s.failed[:20])}"
               f"{' ...' if len(s.failed) > 20 else ''}", file=sys.stderr)
-    _log(s.summary() + f" ({time.time() - t0:.1f} s)")
+    _log(s.summary() + f" ({time.time() - t0:.1f} s, process CPU {time.process_time():.1f} s)")
     return 0 if out else 1
 
 
@@ -473,7 +473,11 @@ def _ali_convert(argv, prog: str, desc: str, per_frame_fn) -> int:
             fail(f"utterance {utt}: {e}", a.alignments)
         lines.append(utt + " " + " ".join(map(str, vals)) + "\n")
     if a.out == "-":
-        sys.stdout.writelines(lines)
+        try:
+            sys.stdout.writelines(lines)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. piped into head
+            os._exit(0)
     else:
         with atomic_write(a.out) as f:
             f.writelines(lines)

@@ -195,10 +195,10 @@ class KaldiInput:
             return a.reshape(rows, cols).astype(np.float32)
         self._skip_ws()
         start_line = self._where()
-        words_pos = self.pos
-        nums = self._text_numbers()
+        open_pos = self.pos
+        self._text_numbers()  # moves past the closing bracket
         # Rows are the lines between the brackets.
-        body = self.data[words_pos + 1:self.pos - 1]
+        body = self.data[open_pos + 1:self.pos - 1]
         rows = [ln.split() for ln in body.split(b"\n") if ln.strip()]
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
@@ -208,7 +208,6 @@ class KaldiInput:
         try:
             return np.array([[float(w) for w in r] for r in rows], dtype=np.float32)
         except ValueError:
-            del nums
             self.error("expected numbers inside the matrix")
 
 
