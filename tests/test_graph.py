@@ -324,3 +324,22 @@ def test_format_lm_script_with_dict_dir(lang_test, tmp_path):
     r = subprocess.run([os.path.join(ROOT, "utils", "format_lm.sh"), os.path.join(base, "lang"),
                         os.path.join(base, "lm.arpa"), str(tmp_path / "lt")], capture_output=True, text=True)
     assert r.returncode == 1 and "Usage" in r.stderr
+
+
+def test_remove_oov(lang_test, tmp_path):
+    base = os.path.dirname(lang_test)
+    arpa = tmp_path / "unk.arpa"
+    arpa.write_text(ARPA.replace("ngram 1=5", "ngram 1=6").replace("-0.9\td\n", "-0.9\td\n-1.5\t<unk>\n"))
+    format_lm(os.path.join(base, "lang"), str(arpa), "", str(tmp_path / "lt"), verbose=False)
+    lang = Lang.load(str(tmp_path / "lt"))
+    ctx, tm, _, _, _ = make_model(lang, 1)
+
+    def outputs(remove):
+        g = tmp_path / f"graph_{remove}"
+        make_hclg(str(tmp_path / "lt"), ctx, tm, str(g), remove_oov=remove, verbose=False)
+        h = read_fst(str(g / "HCLG.fst"))
+        return {a.olabel for s in kaldifst.StateIterator(h) for a in kaldifst.ArcIterator(h, s)}
+
+    keep, removed = outputs(False), outputs(True)
+    assert lang.oov_id in keep and lang.oov_id not in removed
+    assert removed - {0} == {lang.words[w] for w in ("ab", "cd", "d")}

@@ -9,11 +9,13 @@ tscale=1.0
 loopscale=0.1
 self_loop_scale=
 transition_scale=
+remove_oov=false
 help_message="Usage: $0 [options] <lang-dir> <model-dir> <graphdir>
 e.g.: $0 data/lang_test exp/tri1/ exp/tri1/graph
  Options:
   --self-loop-scale <scale>    # default 0.1 (Kaldi's default; use 1.0 for chain models)
   --transition-scale <scale>   # default 1.0
+  --remove-oov (true|false)    # default false; if true, remove the OOV word (oov.int) from G
 <lang-dir> must contain G.fst (utils/format_lm.sh); <model-dir> final.mdl and tree."
 . "$__top/utils/parse_options.sh" || exit 1
 [ -n "$self_loop_scale" ] && loopscale=$self_loop_scale
@@ -29,4 +31,5 @@ if [ -f "$dir/HCLG.fst" ] && [ "$dir/HCLG.fst" -nt "$model" ] && [ "$dir/HCLG.fs
    && [ "$dir/HCLG.fst" -nt "$lang/L_disambig.fst" ] && [ "$dir/HCLG.fst" -nt "$tree" ]; then
   echo "$0: $dir/HCLG.fst is up to date."; exit 0
 fi
-pynnet-mkgraph --self-loop-scale "$loopscale" --transition-scale "$tscale" "$lang" "$2" "$dir" || exit 1
+pynnet-mkgraph --self-loop-scale "$loopscale" --transition-scale "$tscale" --remove-oov "$remove_oov" \
+  "$lang" "$2" "$dir" || exit 1

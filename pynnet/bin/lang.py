@@ -113,6 +113,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="pynnet-mkgraph", description="Build HCLG.fst (utils/mkgraph.sh).")
     p.add_argument("--self-loop-scale", type=float, default=0.1)
     p.add_argument("--transition-scale", type=float, default=1.0)
+    p.add_argument("--remove-oov", type=_bool, default=False, help="remove the OOV word's arcs from G")
     p.add_argument("lang_test_dir")
     p.add_argument("model_dir", help="has final.mdl and tree")
     p.add_argument("graph_dir")
@@ -135,7 +136,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     tm, _ = read_model(os.path.join(a.model_dir, "final.mdl"))
     ctx = read_tree(os.path.join(a.model_dir, "tree"))
     info = make_hclg(a.lang_test_dir, ctx, tm, a.graph_dir, self_loop_scale=a.self_loop_scale,
-                     transition_scale=a.transition_scale)
+                     transition_scale=a.transition_scale, remove_oov=a.remove_oov)
     print(f"mkgraph: {a.graph_dir}/HCLG.fst: {info.hclg_states} states, {info.hclg_arcs} arcs "
           f"in {info.seconds:.1f}s ({info.cpu_seconds:.1f}s CPU)", file=sys.stderr)
     return 0

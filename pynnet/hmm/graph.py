@@ -241,10 +241,27 @@ class GraphInfo:
     cpu_seconds: float
 
 
+def remove_word(G, word: int, num_words: int):
+    """G without the arcs that carry ``word`` (Kaldi's fstrmsymbols --remove-arcs=true
+    --apply-to-output=true), as a composition with a one-state filter so that it runs in C++."""
+    kf = _fst()
+    filt = kf.StdVectorFst()
+    filt.add_state()
+    filt.start = 0
+    filt.set_final(0, 0.0)
+    for w in range(1, num_words):
+        if w != word:
+            filt.add_arc(0, kf.StdArc(w, w, 0.0, 0))
+    out = kf.StdVectorFst(kf.compose(G, filt))
+    kf.arcsort(out, sort_type="ilabel")
+    return out
+
+
 def make_hclg(lang_test_dir: str, ctx_dep, trans_model, graph_dir: str, *, self_loop_scale: float = 0.1,
-              transition_scale: float = 1.0, verbose: bool = True) -> GraphInfo:
+              transition_scale: float = 1.0, remove_oov: bool = False, verbose: bool = True) -> GraphInfo:
     """Build graph_dir/HCLG.fst from lang_test_dir (with G.fst), a tree (``ContextDependency``) and a
-    ``TransitionModel``; also writes words.txt, phones.txt, phones/, disambig_tid.int, num_pdfs."""
+    ``TransitionModel``; also writes words.txt, phones.txt, phones/, disambig_tid.int, num_pdfs.
+    ``remove_oov``: drop the OOV word's arcs from G first (mkgraph.sh --remove-oov)."""
     import kaldi_hmm_gmm as khg
     kf = _fst()
 
@@ -267,6 +284,9 @@ def make_hclg(lang_test_dir: str, ctx_dep, trans_model, graph_dir: str, *, self_
     L = lang.L_disambig_fst()
     G = read_fst(g_path)
     kf.arcsort(G, sort_type="ilabel")
+    if remove_oov:
+        G = remove_word(G, lang.oov_id, len(lang.word_names))
+        log(f"removed the OOV word {lang.oov_word} from G")
     LG = kf.StdVectorFst(kf.compose(L, G))
     log(f"L o G: {LG.num_states} states")
     kf.determinize_star(LG, use_log=True)
