@@ -97,8 +97,9 @@ class OnlineNaturalGradient:
         return (self.t <= _NUM_INITIAL_UPDATES
                 or (self.t - _NUM_INITIAL_UPDATES) % self.update_period == 0)
 
-    def precondition(self, M: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
-        """Return (P, gamma, row_norms_sq of gamma*P). P is a new tensor; M is not modified.
+    def precondition(self, M: torch.Tensor, inplace: bool = False) -> tuple[torch.Tensor, float, torch.Tensor]:
+        """Return (P, gamma, row_norms_sq of gamma*P). With ``inplace`` P overwrites M (the caller's
+        scratch buffer), otherwise P is a new tensor and M is left alone.
 
         The preconditioned direction is ``gamma * P``; gamma is returned separately so callers can
         fold it into the alpha of the GEMM that consumes P (no extra pass over the matrix).
@@ -106,42 +107,48 @@ class OnlineNaturalGradient:
         if self.t == 0:
             self._init(M)
         self.t += 1
-        m_rows = torch.linalg.vector_norm(M, dim=1, dtype=torch.float64).square_()
+        m_rows = torch.linalg.vector_norm(M, dim=1).double().square_()   # one pass, no temporary
         tr_MM = float(m_rows.sum())
         if self.rank == 0:
-            return M.clone(), 1.0, m_rows
-        D = M.shape[1]
+            return (M if inplace else M.clone()), 1.0, m_rows
+        N, D = M.shape
         beta = self.beta(D)
         e = (1.0 / (beta / self.d + 1.0)).to(M.device)      # float64, rank
         H_R = M @ self.R.t()                                 # N x rank (projection onto R)
+        # the estimate's update reads the unpreconditioned M: take what it needs first
+        Y = self._y(M, H_R) if self._updating() else None
         # P = M - (H_R E) R, i.e. M - H W with H = M W^T, W = E^(1/2) R
         HE = H_R * e.to(M.dtype)
-        P = torch.addmm(M, HE, self.R, alpha=-1.0)
+        P = M.addmm_(HE, self.R, alpha=-1.0) if inplace else torch.addmm(M, HE, self.R, alpha=-1.0)
         # ||p_i||^2 = ||m_i||^2 - 2 h_i.h_i + sum_j e_j h_ij^2 with h = H_R E^(1/2)  (R orthonormal)
         Hd = H_R.double()
-        h2 = (Hd * Hd)
-        p_rows = m_rows - (h2 * (2.0 * e - e * e)).sum(1)
+        p_rows = m_rows - (Hd * Hd * (2.0 * e - e * e)).sum(1)
         tr_PP = float(p_rows.sum())
         if not (tr_PP > 1e-4 * tr_MM):  # cancellation too severe: compute it directly
-            p_rows = P.double().pow(2).sum(1)
+            p_rows = torch.linalg.vector_norm(P, dim=1).double().square_()
             tr_PP = float(p_rows.sum())
         p_rows = p_rows.clamp_min(0.0)
         gamma = 1.0 if tr_PP <= 0.0 else math.sqrt(tr_MM / tr_PP)
-        if self._updating():
-            self._update(M, H_R, tr_MM)
+        if Y is not None:
+            self._finish_update(Y, N, D, tr_MM)
         return P, gamma, p_rows * (gamma * gamma)
 
     def _update(self, M: torch.Tensor, H_R: torch.Tensor, tr_MM: float) -> None:
         """One step of the online estimate from the minibatch M (REFERENCES.md section 4)."""
-        N, D = M.shape
+        self._finish_update(self._y(M, H_R), M.shape[0], M.shape[1], tr_MM)
+
+    def _y(self, M: torch.Tensor, H_R: torch.Tensor) -> torch.Tensor:
+        """Y = eta R S_t + (1 - eta)(diag(d) + rho I) R,  S_t = M^T M / N  (H_R = M R^T)."""
+        N = M.shape[0]
+        eta = self.eta(N)
+        coef = ((1.0 - eta) * (self.d + self.rho)).to(device=M.device, dtype=M.dtype)
+        return torch.addmm(coef[:, None] * self.R, H_R.t(), M, alpha=eta / N)
+
+    def _finish_update(self, Y: torch.Tensor, N: int, D: int, tr_MM: float) -> None:
         r = self.rank
         eta = self.eta(N)
         tr_S = tr_MM / N
-        # Y = eta R S_t + (1 - eta)(diag(d) + rho I) R,  S_t = M^T M / N
-        coef = ((1.0 - eta) * (self.d + self.rho)).to(device=M.device, dtype=M.dtype)
-        Y = torch.addmm(coef[:, None] * self.R, H_R.t(), M, alpha=eta / N)
-        Yd = Y.double()
-        YYt = Yd @ Yd.t()
+        YYt = (Y @ Y.t()).double()            # rank x rank; the small algebra in float64
         c, U = torch.linalg.eigh(YYt.cpu())
         c = c.clamp_min(_EPS)
         sqrt_c = c.sqrt()
@@ -153,9 +160,10 @@ class OnlineNaturalGradient:
         T = (U / sqrt_c[None, :]).t().to(device=Y.device, dtype=Y.dtype)
         R = T @ Y
         cond = float(c.max() / c.min())
-        G = R.double() @ R.double().t()
-        if cond > 1e6 or float((G - torch.eye(r, dtype=torch.float64, device=G.device)).abs().max()) > 1e-4:
-            R = _orthonormal_rows(R.double()).to(Y.dtype)
+        G = R @ R.t()
+        G.diagonal().sub_(1.0)
+        if cond > 1e6 or float(G.abs().max()) > 1e-4:
+            R = _orthonormal_rows(R).to(Y.dtype)
         self.R, self.d, self.rho = R, d, rho
 
 

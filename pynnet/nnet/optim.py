@@ -147,8 +147,10 @@ class NgSgd(Optimizer):
 
     def _hook(self, layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
         i = self._index[id(layer)]
-        p_in, gam_in, rows_in = self.pre_in[i].precondition(layer.augmented_input(x))
-        p_out, gam_out, rows_out = self.pre_out[i].precondition(g)
+        # [x 1] is the layer's own scratch buffer; g is only needed here (dL/dx was computed
+        # from it already), so both are preconditioned in place
+        p_in, gam_in, rows_in = self.pre_in[i].precondition(layer.augmented_input(x), inplace=True)
+        p_out, gam_out, rows_out = self.pre_out[i].precondition(g, inplace=True)
         self._change[i] = float((rows_in * rows_out).sqrt().sum())
         self._n[i] = x.shape[0]
         if self.fused_lr is not None:
