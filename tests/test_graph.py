@@ -343,3 +343,34 @@ def test_remove_oov(lang_test, tmp_path):
     keep, removed = outputs(False), outputs(True)
     assert lang.oov_id in keep and lang.oov_id not in removed
     assert removed - {0} == {lang.words[w] for w in ("ab", "cd", "d")}
+
+
+def _path_weights(fst, max_len=6):
+    """(input labels, output labels) -> total weight of every path of up to max_len arcs."""
+    out = {}
+    stack = [(fst.start, (), (), 0.0)]
+    while stack:
+        s, i, o, w = stack.pop()
+        f = fst.final(s).value
+        if f != math.inf:
+            out[(i, o)] = min(out.get((i, o), math.inf), w + f)
+        if len(i) < max_len:
+            for a in kaldifst.ArcIterator(fst, s):
+                stack.append((a.nextstate, i + (a.ilabel,), o + (a.olabel,), w + a.weight.value))
+    return out
+
+
+def test_push_special_keeps_path_weights_and_evens_out_states():
+    from pynnet.hmm.graph import push_special, stochasticity
+
+    # a small cyclic, non-stochastic FST (like a back-off LM)
+    fst = kaldifst.compile("0 1 1 1 0.5\n0 2 2 2 2.0\n1 2 3 3 0.1\n2 0 4 4 1.5\n1 1 5 5 3.0\n1 0.7\n2 0.2\n")
+    lo, hi = stochasticity(fst)
+    assert hi - lo > 0.5
+    pushed = push_special(fst)
+    lo2, hi2 = stochasticity(pushed)
+    assert hi2 - lo2 < 1e-4  # every state now has the same outgoing mass
+    before, after = _path_weights(fst), _path_weights(pushed)
+    assert before.keys() == after.keys() and len(before) > 10
+    for k in before:
+        assert after[k] == pytest.approx(before[k], abs=1e-4)

@@ -19,6 +19,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from pynnet.io.atomic import atomic_path, atomic_write
 from pynnet.io.errors import PynnetError, fail
 from pynnet.hmm.lang import Lang, _read_lines
@@ -92,6 +94,58 @@ def remove_input_symbols(fst, symbols: list[int], max_label: int):
         mapper.add_arc(0, kf.StdArc(0 if t in drop else t, t, 0.0, 0))
     kf.arcsort(mapper, sort_type="olabel")
     return kf.StdVectorFst(kf.compose(mapper, fst))
+
+
+def push_special(fst, delta: float = 1e-6, max_iter: int = 2000):
+    """Kaldi's fstpushspecial: reweight so that every state's outgoing probability mass (arcs plus
+    final weight) is the same, spreading an LM's non-stochasticity evenly so that beam pruning is
+    not misled; the weight of every complete path is unchanged. Finds the leading eigenvector v of
+    the transition matrix (final states looping back to the start) by power iteration, then sets
+    w' = w + log v[src] - log v[dst] and final' = final + log v[s] - log v[start]."""
+    kf = _fst()
+    n = fst.num_states
+    if n == 0:
+        return fst
+    src, dst, w, il, ol = [], [], [], [], []
+    for s in range(n):
+        for a in kf.ArcIterator(fst, s):
+            src.append(s)
+            dst.append(a.nextstate)
+            w.append(a.weight.value)
+            il.append(a.ilabel)
+            ol.append(a.olabel)
+    final = np.array([fst.final(s).value for s in range(n)], dtype=np.float64)
+    start = fst.start
+    src_a, dst_a = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+    w_a = np.array(w, dtype=np.float64)
+    fin = np.isfinite(final)
+    # Matrix rows: arcs plus final-state -> start "loop"; probabilities relative to each row's best
+    # would not keep the eigenvector, so scale all by one constant for range safety.
+    shift = min(w_a.min() if len(w_a) else 0.0, final[fin].min() if fin.any() else 0.0)
+    p_arc = np.exp(-(w_a - shift))
+    p_fin = np.where(fin, np.exp(-(np.where(fin, final, 0.0) - shift)), 0.0)
+    v = np.ones(n)
+    for _ in range(max_iter):
+        mv = np.bincount(src_a, weights=p_arc * v[dst_a], minlength=n) + p_fin * v[start]
+        nv = mv + v  # eigenvector of M + I is M's; the identity removes periodicity
+        nv /= nv.max()
+        nv = np.maximum(nv, 1e-300)
+        done = np.max(np.abs(np.log(nv) - np.log(v))) < delta
+        v = nv
+        if done:
+            break
+    logv = np.log(v)
+    out = kf.StdVectorFst()
+    for _ in range(n):
+        out.add_state()
+    out.start = start
+    new_w = w_a + logv[src_a] - logv[dst_a]
+    new_f = final + logv - logv[start]
+    for k in range(len(src)):
+        out.add_arc(src[k], kf.StdArc(il[k], ol[k], float(new_w[k]), dst[k]))
+    for s in np.nonzero(fin)[0].tolist():
+        out.set_final(s, float(new_f[s]))
+    return out
 
 
 def has_cycle(fst, labels: set[int]) -> bool:
@@ -291,7 +345,8 @@ def make_hclg(lang_test_dir: str, ctx_dep, trans_model, graph_dir: str, *, self_
     log(f"L o G: {LG.num_states} states")
     kf.determinize_star(LG, use_log=True)
     kf.minimize_encoded(LG)
-    log(f"LG determinized and minimized: {LG.num_states} states")
+    LG = push_special(LG)
+    log(f"LG determinized, minimized, pushed: {LG.num_states} states")
 
     CLG, ilabels = kf.compose_context(lang.disambig_phones, N, P, LG)
     kf.arcsort(CLG, sort_type="ilabel")
