@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pynnet.io.atomic import atomic_path, atomic_write
-from pynnet.io.errors import PynnetError, fail
+from pynnet.io.errors import fail
 from pynnet.hmm.lang import Lang, _read_lines
 
 
