@@ -40,23 +40,28 @@ def make_corpus(root: str, num_spk: int = 4, utts_per_spk: int = 10, dim: int = 
     data = os.path.join(root, "data", "train")
     os.makedirs(data, exist_ok=True)
     words = sorted(WORDS)
-    feats, text, utt2spk = {}, {}, {}
+    feats, text, utt2spk, truth, segments = {}, {}, {}, {}, {}
     for s in range(num_spk):
         spk = f"spk{s + 1}"
         offset = rng.normal(0, 2, dim)
         for u in range(utts_per_spk):
             utt = f"{spk}-u{u + 1:03d}"
             ws = list(rng.choice(words, size=rng.integers(2, 5)))
-            segs = [("sil", 0, rng.integers(8, 15))]
+            # (phone, planted state, frames, positional phone name)
+            segs = [("sil", 0, rng.integers(8, 15), "sil")]
             for w in ws:
-                for p in WORDS[w].split():
+                pron = WORDS[w].split()
+                for i, p in enumerate(pron):
+                    pos = "_S" if len(pron) == 1 else "_B" if i == 0 else "_E" if i == len(pron) - 1 else "_I"
                     for st in range(3):
-                        segs.append((p, st, rng.integers(2, 7)))
+                        segs.append((p, st, rng.integers(2, 7), p + pos))
                 if rng.random() < 0.3:
-                    segs.append(("sil", 0, rng.integers(3, 8)))
-            segs.append(("sil", 0, rng.integers(8, 15)))
-            x = np.concatenate([rng.normal(means[p][st], noise, (n, dim)) for p, st, n in segs]) + offset
+                    segs.append(("sil", 0, rng.integers(3, 8), "sil"))
+            segs.append(("sil", 0, rng.integers(8, 15), "sil"))
+            x = np.concatenate([rng.normal(means[p][st], noise, (n, dim)) for p, st, n, _ in segs]) + offset
             feats[utt] = x.astype(np.float32)
+            truth[utt] = [p for p, _, n, _ in segs for _ in range(n)]
+            segments[utt] = [(name, int(st), int(n)) for _, st, n, name in segs]
             text[utt] = " ".join(ws)
             utt2spk[utt] = spk
     with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as wr:
@@ -71,6 +76,12 @@ def make_corpus(root: str, num_spk: int = 4, utts_per_spk: int = 10, dim: int = 
             st = np.zeros((2, dim + 1))
             st[0, :dim], st[1, :dim], st[0, dim] = x.sum(0), (x * x).sum(0), x.shape[0]
             wr(spk, st)
+    # the planted phone of every frame, to score alignments against
+    with open(os.path.join(root, "truth.txt"), "w") as f:
+        f.writelines(f"{u} {' '.join(truth[u])}\n" for u in sorted(truth))
+    # and the planted (positional phone, state, frames) segments
+    with open(os.path.join(root, "segments_truth.txt"), "w") as f:
+        f.writelines(f"{u} {' '.join(f'{a}:{b}:{c}' for a, b, c in segments[u])}\n" for u in sorted(segments))
     with open(f"{data}/text", "w") as f:
         f.writelines(f"{u} {text[u]}\n" for u in sorted(text))
     with open(f"{data}/utt2spk", "w") as f:

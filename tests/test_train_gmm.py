@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from gmm_corpus import WORDS, make_corpus
@@ -73,13 +74,23 @@ def _check_alignments_spell_transcripts(work, mdl, alidir):
     import kaldiio
     for k, m in kaldiio.load_scp_sequential(str(work / "data/train/feats.scp")):
         feats_len[k] = m.shape[0]
+    truth = dict(line.split(None, 1) for line in (work / "truth.txt").read_text().splitlines())
+    agree = total = 0
     for utt, ali in alis.items():
         assert ali.size == feats_len[utt]
+        frame_phones = np.array([id2phone[int(p)].split("_")[0] for p in t.phone[ali]])
+        agree += int((frame_phones == np.array(truth[utt].split())).sum())
+        total += ali.size
         ok, pieces = split_to_phones(t, ali)
         assert ok
         phones = [id2phone[int(t.phone[p[0]])].split("_")[0] for p in pieces]
         want = [p for w in text[utt].split() for p in WORDS[w].split()]
         assert [p for p in phones if p != "sil"] == want, utt
+    # Flat start on 24 utterances of 8 words settles in a local optimum with some phone
+    # boundaries shifted (test_em_from_planted_alignment_keeps_it shows that the machinery keeps
+    # the planted segmentation); still far above chance.
+    assert agree / total > 0.5, agree / total
+    return agree / total
 
 
 def test_train_mono_align_si_train_deltas(work):
@@ -150,3 +161,71 @@ def test_alignment_failures_are_reported_and_dimension_mismatch_is_an_error(work
     assert len(errors) == 1 and "dimension 26 does not match the model's 39" in errors[0]
     assert "Traceback" not in log
     assert not (work / "exp/wrong_ali/ali.1.gz").exists()
+
+
+def _truth_alignment(tm, phone_ids, segments):
+    """Transition ids of the planted segmentation (reordered: forward transition first, then
+    self-loops, as the training graphs produce); silence uses states 0, 1, 4 of its topology."""
+    from pynnet.hmm.model_io import topology_from_khg
+
+    st = tm.__getstate__()
+    topo = topology_from_khg(st[1])
+    tstate = {tuple(x.__getstate__()[:2]): i + 1 for i, x in enumerate(st[0])}
+    state2id = st[2]
+
+    def tid(phone, s, dst):
+        trans = topo.entries[topo.phone2idx[phone]][s][2]
+        return state2id[tstate[(phone, s)]] + [d for d, _ in trans].index(dst)
+
+    ali = []
+    for name, state, n in segments:
+        p = phone_ids[name]
+        if name == "sil":
+            parts = [(0, 1), (1, 4), (4, 5)]
+            sizes = [n // 3 + (1 if i < n % 3 else 0) for i in range(3)]
+        else:
+            parts, sizes = [(state, state + 1)], [n]
+        for (s, dst), k in zip(parts, sizes):
+            ali += [tid(p, s, dst)] + [tid(p, s, s)] * (k - 1)
+    return np.array(ali, np.int32)
+
+
+def test_em_from_planted_alignment_keeps_it(tmp_path):
+    """Statistics, update and Viterbi realignment are consistent: a model estimated on the planted
+    segmentation realigns to it, and further EM passes keep it there."""
+    import kaldi_hmm_gmm as khg  # noqa: F401
+
+    from pynnet.hmm.align import Aligner, AlignOptions
+    from pynnet.hmm.ali_io import TransitionTables
+    from pynnet.hmm.gmm import GmmAccs, accumulate, mle_update
+    from pynnet.hmm.lang import Lang
+    from pynnet.hmm.train import GraphCompiler, gmm_features_batch, init_mono
+
+    data, lang_dir = make_corpus(str(tmp_path), num_spk=2, utts_per_spk=8, seed=5, noise=1.5)
+    lang = Lang.load(lang_dir)
+    keys, lengths, feats = gmm_features_batch(data)
+    ctx, tm, am = init_mono(lang.topo(), [feats], lang.sets)
+    t = TransitionTables.from_model(tm)
+    segs = {}
+    for line in (tmp_path / "segments_truth.txt").read_text().splitlines():
+        utt, *items = line.split()
+        segs[utt] = [(a, int(b), int(c)) for a, b, c in (x.split(":") for x in items)]
+    ali = np.concatenate([_truth_alignment(tm, lang.phones, segs[u]) for u in keys])
+    assert ali.size == feats.shape[0]
+    truth_phone = t.phone[ali]
+    text = dict(line.split(None, 1) for line in open(os.path.join(data, "text")))
+    gc = GraphCompiler(tm, ctx, lang_dir)
+    graphs = {u: gc.compile(text[u].split()) for u in keys}
+    ends = np.cumsum(lengths)
+    likes = []
+    for it in range(3):
+        accs = GmmAccs.zeros(am, t.pdf.size - 1)
+        likes.append(accumulate(am, feats, ali, t.pdf, accs) / ali.size)
+        mle_update(am, accs, min_gaussian_occupancy=3)
+        aligner = Aligner(tm, am.to_khg(), AlignOptions(beam=10, retry_beam=40))
+        new = [aligner.align(u, graphs[u].copy(), feats[e - n:e]) for u, e, n in zip(keys, ends, lengths)]
+        assert all(a is not None for a in new)
+        ali = np.concatenate(new)
+        agree = float((t.phone[ali] == truth_phone).mean())
+        assert agree > 0.95, (it, agree)
+    assert likes[-1] >= likes[0]
