@@ -100,3 +100,27 @@ def test_steps_pretrain_train_and_forward(tmp_path):
     r = subprocess.run(["steps/nnet/decode.sh", str(tmp_path / "graph"), data, str(exp / "decode")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "no such file" in r.stderr and "HCLG.fst" in r.stderr
+
+
+@pytest.mark.slow
+def test_train_and_decode_end_to_end(tmp_path):
+    """steps/nnet/train.sh -> steps/nnet/decode.sh (nnet-forward | decode-faster-mapped | scoring)
+    on a toy word corpus with a word-loop HCLG: the DNN recognises the held-out test words."""
+    from pynnet.nnet.toy import make_toy_graph
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=60, num_words=8, frames=(30, 60))
+    test, _ = make_toy_corpus(str(tmp_path), num_utts=12, num_words=8, frames=(30, 60), utt_seed=99, name="test")
+    make_toy_graph(str(tmp_path / "graph"), 8)
+    (tmp_path / "lang").mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(["steps/nnet/train.sh", "--nn-depth", "2", "--hid-dim", "64", "--max-epochs", "4",
+                        data, str(tmp_path / "lang"), ali, str(tmp_path / "dnn")],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["steps/nnet/decode.sh", "--nj", "2", "--scoring-opts", "--min-lmwt 1 --max-lmwt 12",
+                        str(tmp_path / "graph"), test, str(tmp_path / "dnn/decode_test")],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    best = open(tmp_path / "dnn/decode_test/scoring_kaldi/best_wer").read()
+    wer = float(best.split()[1])
+    assert wer <= 15.0, best
+    assert os.path.exists(tmp_path / "dnn/decode_test/lat.1.gz") and os.path.exists(tmp_path / "dnn/decode_test/lat.2.gz")
