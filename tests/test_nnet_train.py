@@ -52,6 +52,8 @@ def test_train_end_to_end_outputs(corpus, capsys):
     # priors are the alignment relative frequencies
     lp = final["state_dict"]["log_priors"]
     assert abs(float(lp.exp().sum()) - 1.0) < 1e-4
+    counts = np.array(open(exp / "ali_train_pdf.counts").read().split()[1:-1], dtype=float)
+    assert counts.sum() == 2199 and np.allclose(np.log(counts / counts.sum()), lp.numpy(), atol=1e-5)
     cv = open(exp / "cv_utts.list").read().split()
     tr = open(exp / "train_utts.list").read().split()
     assert len(cv) == 4 and len(tr) == 34 and not set(cv) & set(tr)

@@ -394,7 +394,11 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
             model.init_random(cfg.seed)
             mean, std = global_cmvn(tr, progress=progress)
             model.transform.set_global_cmvn(mean, std)
-        model.set_priors_from_counts(pdf_counts([tr, cv], num_pdfs))
+        counts = pdf_counts([tr, cv], num_pdfs)
+        model.set_priors_from_counts(counts)
+        # Kaldi nnet1's prior file (analyze-counts output: a text vector)
+        with atomic_write(os.path.join(exp_dir, "ali_train_pdf.counts")) as f:
+            f.write("[ " + " ".join(str(int(c)) for c in counts) + " ]\n")
         save_model(init_path, model)
         log(f"wrote {init_path}: {model.num_params()} parameters, "
             f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
