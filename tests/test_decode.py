@@ -425,3 +425,16 @@ def test_decode_errors(toy, tmp_path):
     assert not r.ok and r.partial
     r = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1, DecodeConfig(allow_partial=True))
     assert r.ok and r.partial and len(r.alignment) == 2
+
+
+def test_adaptive_beam_keeps_best_path(toy):
+    """The max-active emulation (small lattice beam first, widened until its best path is as good
+    as a max-active best-path search) gives the full-beam answer on clean and noisy audio."""
+    for seed, noise in [(5, 0.5), (6, 1.0), (7, 1.3)]:
+        x = toy.feats([2, 4, 6, 1], seed=seed, noise=noise)
+        full = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1,
+                          DecodeConfig(beam=16.0, lattice_beam=4.0, adaptive_beam=False))
+        adap = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1,
+                          DecodeConfig(beam=16.0, lattice_beam=4.0, max_active=7000, adaptive_beam=True))
+        assert adap.words == full.words and adap.likelihood == pytest.approx(full.likelihood, rel=1e-5)
+        assert adap.lattice.num_arcs <= full.lattice.num_arcs
