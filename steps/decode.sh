@@ -12,7 +12,7 @@ model=            # default: <decode-dir>/../$iter.mdl
 acwt=0.083333     # acoustic scale used while decoding (lattices are written unscaled)
 beam=13.0
 lattice_beam=6.0
-max_active=7000   # accepted for Kaldi compatibility; the lattice decoder prunes by beam only
+max_active=7000   # max-active of the first best-path search (see docs/notes/decode.md)
 min_active=200
 stage=0
 skip_scoring=false
@@ -30,7 +30,7 @@ Options:
   --acwt <float>                 # acoustic scale (default $acwt)
   --beam <float>                 # decoding beam (default $beam)
   --lattice-beam <float>         # lattice beam (default $lattice_beam)
-  --max-active <int>             # (accepted; see docs/notes/decode.md)
+  --max-active <int>             # max active states (default $max_active)
   --skip-scoring <true|false>    # do not score (default $skip_scoring)
   --scoring-opts <opts>          # options for the scoring script, e.g. \"--min-lmwt 7 --max-lmwt 17\"
   --stage <stage>                # 1: skip decoding, only score"

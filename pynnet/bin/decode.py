@@ -44,8 +44,10 @@ def _decode_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=float, default=16.0, help="decoding beam (default 16.0)")
     p.add_argument("--lattice-beam", type=float, default=10.0, help="lattice generation beam (default 10.0)")
     p.add_argument("--max-active", type=int, default=2147483647,
-                   help="accepted for Kaldi compatibility; the lattice decoder prunes by beam only")
-    p.add_argument("--min-active", type=int, default=200, help="accepted for Kaldi compatibility")
+                   help="max active states of a first best-path search; the lattice search then uses "
+                        "the smallest beam (from lattice-beam+2 up) that matches its best path "
+                        "(default: no limit, one lattice search with --beam)")
+    p.add_argument("--min-active", type=int, default=200, help="min active states of that search (default 200)")
     p.add_argument("--prune-interval", type=int, default=25, help="frames between lattice pruning (default 25)")
     p.add_argument("--allow-partial", type=_bool, default=True,
                    help="output the best partial path when no final state is reached (default true)")

@@ -22,8 +22,8 @@ from pynnet.io.errors import fail
 
 @dataclass
 class DecodeConfig:
-    """Options of latgen-faster(-mapped).  ``max_active``/``min_active`` are accepted for Kaldi
-    compatibility, but LatticeSimpleDecoder prunes by beam only (see docs/notes/decode.md)."""
+    """Options of latgen-faster(-mapped).  LatticeSimpleDecoder prunes by beam only;
+    ``max_active``/``min_active`` act through ``adaptive_beam`` (see docs/notes/decode.md)."""
     beam: float = 13.0
     lattice_beam: float = 6.0
     max_active: int = 7000
