@@ -373,6 +373,12 @@ def test_decode_faster_mapped_program(tmp_path):
     assert r4.returncode == 1 and r4.stderr.count("\n") == 1
     assert "have 7 columns but the model" in r4.stderr and "18 pdfs" in r4.stderr
     assert not (tmp_path / "lat.bad.gz").exists()
+    # a graph made for another model (mkgraph's num_pdfs differs): one-line error
+    (graph / "num_pdfs").write_text("42\n")
+    r5 = subprocess.run(["pynnet-decode-faster-mapped", str(exp / "final.mdl"), str(graph / "HCLG.fst"),
+                         f"ark:{tmp_path}/loglikes.ark", f"ark:{tmp_path}/lat.x.gz"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert r5.returncode == 1 and r5.stderr.count("\n") == 1 and "graph/model mismatch" in r5.stderr
 
 
 def test_kaldi_text_lattice_roundtrip_and_bad_input(tmp_path):

@@ -172,6 +172,22 @@ def _read_model(path: str):
     return read_model(path)
 
 
+def _check_graph_matches(fst_path: str, tm, model_path: str) -> None:
+    """mkgraph.sh writes <graph-dir>/num_pdfs; a graph built for another model would index
+    transition-ids the model does not have."""
+    f = os.path.join(os.path.dirname(os.path.abspath(fst_path)), "num_pdfs")
+    if not os.path.isfile(f):
+        return
+    try:
+        with open(f) as fh:
+            n = int(fh.read().split()[0])
+    except (ValueError, IndexError):
+        fail("expected one integer", f, 1)
+    if n != tm.num_pdfs:
+        fail(f"graph was built for a model with {n} pdfs but {model_path} has {tm.num_pdfs} "
+             "(graph/model mismatch: re-run utils/mkgraph.sh for this model)", f)
+
+
 def _matrices(rspec: str):
     """(key, matrix) from an ark/scp rspecifier (kaldiio: files, pipes, scp)."""
     import kaldiio
@@ -206,6 +222,7 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
 
     cfg = _config(a)
     tm, am = _read_model(a.model)
+    _check_graph_matches(a.fst, tm, a.model)
     hclg = read_hclg(a.fst)
     scorer, m = GmmScorer(am), tid2pdf(tm)
     if os.path.isdir(a.features):
@@ -246,6 +263,7 @@ def decode_faster_mapped_main(argv: list[str] | None = None) -> int:
 
     cfg = _config(a)
     tm, _ = _read_model(a.model)
+    _check_graph_matches(a.fst, tm, a.model)
     hclg = read_hclg(a.fst)
     m = tid2pdf(tm)
 
