@@ -58,7 +58,8 @@ def compute_wer_main(argv: list[str] | None = None) -> int:
         _check_ints(hyp, a.hyp)
     st = compute_wer(ref, hyp, a.mode)
     if a.stats_out:
-        # compute-wer's optional per-word alignment statistics (feed to `sort | uniq -c`).
+        # compute-wer's optional per-word alignment statistics (feed to `sort | uniq -c`).  Kaldi
+        # prints the gap symbol after "deletion" (a bug); we print the deleted reference word.
         out = []
         for key in st.per_utt:
             for r, h in align_words(ref[key], hyp.get(key, []), eps="\x00"):
