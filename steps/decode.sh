@@ -55,11 +55,11 @@ done
 case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
 
 cmvn_opts=
-delta_opts="--delta-order 0"
+delta_opts="--delta-order 2"  # Kaldi's add-deltas default when the exp dir has no delta_opts
 [ -f "$srcdir/cmvn_opts" ] && cmvn_opts=$(cat "$srcdir/cmvn_opts")
 [ -f "$srcdir/delta_opts" ] && delta_opts=$(cat "$srcdir/delta_opts")
 if [ ! -f "$srcdir/delta_opts" ]; then
-  echo "$0: warning: no $srcdir/delta_opts, decoding without delta features" >&2
+  echo "$0: warning: no $srcdir/delta_opts, using $delta_opts (Kaldi's default)" >&2
 fi
 if ! echo " $cmvn_opts " | grep -q -- "--norm-means=false"; then
   [ -f "$data/cmvn.scp" ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
