@@ -167,3 +167,32 @@ def test_deltas_match_kaldi_definition_and_batch_version():
     y = rng.normal(0, 1, (7, 3)).astype(np.float32)
     both = add_deltas_batch(np.concatenate([x, y]), np.array([12, 7]), 2)
     np.testing.assert_allclose(both, np.concatenate([d, add_deltas(y, 2)]), atol=1e-5)
+
+
+def test_boost_silence_and_mixup_programs(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from pynnet.hmm.model_io import KaldiOutput, read_model, write_model
+
+    tm, am = make_model()
+    write_model(tmp_path / "a.mdl", tm, am)
+    bindir = os.path.dirname(sys.executable)
+    # phone 1's pdf (pdf 0) is boosted, the others are not
+    subprocess.run([f"{bindir}/pynnet-gmm-boost-silence", "--boost", "2", "1", str(tmp_path / "a.mdl"),
+                    str(tmp_path / "b.mdl")], check=True, capture_output=True)
+    a, b = AmGmm.from_khg(am), AmGmm.from_khg(read_model(tmp_path / "b.mdl")[1])
+    assert [round(b.weights[p].sum() / a.weights[p].sum(), 6) for p in range(a.num_pdfs)] == [2.0] + [1.0] * 6
+    w = KaldiOutput(True)
+    w.float_vector(np.full(a.num_pdfs, 500.0))
+    (tmp_path / "occs").write_bytes(w.getvalue())
+    r = subprocess.run([f"{bindir}/pynnet-gmm-mixup", "--mix-up", "30", str(tmp_path / "a.mdl"), str(tmp_path / "occs"),
+                        str(tmp_path / "c.mdl")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert read_model(tmp_path / "c.mdl")[1].num_gauss >= 30
+    (tmp_path / "occs").write_bytes(w.getvalue()[:20])
+    r = subprocess.run([f"{bindir}/pynnet-gmm-mixup", "--mix-up", "30", str(tmp_path / "a.mdl"), str(tmp_path / "occs"),
+                        str(tmp_path / "d.mdl")], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.startswith("ERROR (pynnet-gmm-mixup): ") and "occs" in r.stderr
+    assert not (tmp_path / "d.mdl").exists()

@@ -503,3 +503,67 @@ def ali_to_phones_main(argv: list[str] | None = None) -> int:
         return [int(t.phone[x[0]]) for x in pieces]
 
     return _ali_convert(argv, "pynnet-ali-to-phones", "Alignments -> phone sequence (text).", phones)
+
+
+@cli
+def boost_silence_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-boost-silence", "Multiply the Gaussian weights of the pdfs of the given (silence) "
+                "phones by --boost, scaling their likelihoods (Kaldi gmm-boost-silence).")
+    p.add_argument("--boost", type=float, default=1.5)
+    p.add_argument("--binary", type=_bool, default=True)
+    p.add_argument("silence_phones", help="colon-separated phone ids, e.g. $(cat lang/phones/optional_silence.csl)")
+    p.add_argument("model_in")
+    p.add_argument("model_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.gmm import AmGmm, boost_silence
+    from pynnet.hmm.model_io import read_model, write_model
+    from pynnet.hmm.train import silence_pdfs
+
+    try:
+        sil = [int(x) for x in a.silence_phones.split(":") if x]
+    except ValueError:
+        fail(f"expected colon-separated phone ids, got '{a.silence_phones}'")
+    tm, am = read_model(a.model_in)
+    pdfs = silence_pdfs(tm, sil)
+    if not pdfs:
+        fail(f"no pdfs for phones {a.silence_phones} in the model", a.model_in)
+    write_model(a.model_out, tm, boost_silence(AmGmm.from_khg(am), pdfs, a.boost).to_khg(), a.binary)
+    _log(f"Boosted weights for {len(pdfs)} pdfs by {a.boost}")
+    return 0
+
+
+def _read_occs(path: str) -> np.ndarray:
+    from pynnet.hmm.model_io import KaldiInput
+
+    if not os.path.isfile(path):
+        fail("no such occupancy file", path)
+    return KaldiInput(open(path, "rb").read(), path).float_vector().astype(np.float64)
+
+
+@cli
+def mixup_main(argv: list[str] | None = None) -> int:
+    p = _parser("pynnet-gmm-mixup", "Increase the number of Gaussians of a model, allocated by occupancy^power "
+                "(Kaldi gmm-mixup).")
+    p.add_argument("--mix-up", type=int, required=True, help="target total number of Gaussians")
+    p.add_argument("--power", type=float, default=0.2)
+    p.add_argument("--min-count", type=float, default=20.0)
+    p.add_argument("--perturb-factor", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--binary", type=_bool, default=True)
+    p.add_argument("model_in")
+    p.add_argument("occs_in", help="per-pdf occupancies (gmm-est/gmm-init-model --write-occs)")
+    p.add_argument("model_out")
+    a = p.parse_args(argv)
+    from pynnet.hmm.gmm import AmGmm, mixup
+    from pynnet.hmm.model_io import read_model, write_model
+
+    tm, am_k = read_model(a.model_in)
+    occs = _read_occs(a.occs_in)
+    if occs.size != am_k.num_pdfs:
+        fail(f"{occs.size} occupancies but the model has {am_k.num_pdfs} pdfs", a.occs_in)
+    am = AmGmm.from_khg(am_k)
+    before = am.num_gauss
+    after = mixup(am, occs, a.mix_up, a.power, a.min_count, a.perturb_factor, a.seed)
+    write_model(a.model_out, tm, am.to_khg(), a.binary)
+    _log(f"Mixed up from {before} to {after} Gaussians (target {a.mix_up})")
+    return 0
