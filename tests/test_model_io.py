@@ -276,6 +276,9 @@ def test_alignment_round_trip_kaldi_int32_format(tmp_path):
     assert raw[len(head):len(head) + 5 * min(a0.size, 3)] == b"".join(b"\x04" + np.int32(v).tobytes() for v in a0[:3])
     back = read_alignments(tmp_path)
     assert list(back) == list(alis)
+    # Kaldi rspecifiers as users type them
+    assert list(read_alignments(f"ark:gunzip -c {tmp_path}/ali.*.gz|")) == list(alis)
+    assert list(read_alignments(f"ark:{tmp_path}/ali.2.gz")) == list(alis)[3:]
     for k in alis:
         assert back[k].dtype == np.int32 and np.array_equal(back[k], alis[k])
 

@@ -25,6 +25,15 @@ def alignment_files(src: str | os.PathLike | Iterable[str]) -> list[str]:
     """``exp/x`` -> its ali.N.gz in job order; a file or a list of files stays as given."""
     if isinstance(src, (str, os.PathLike)):
         src = os.fspath(src)
+        # Kaldi rspecifiers as users write them: "ark:ali.1.gz" (read directly, gzip detected by
+        # name) or "ark:gunzip -c exp/x/ali.*.gz|"
+        m = re.fullmatch(r"ark(?:,[a-z]+)*:(?:gunzip -c\s+(.+)\|\s*|([^|]+))", src.strip())
+        if m:
+            names = (m.group(1) or m.group(2)).split()
+            files = [f for n in names for f in (sorted(glob.glob(n)) if any(c in n for c in "*?[") else [n])]
+            if not files:
+                fail("no alignment files match", src)
+            return files
         if os.path.isdir(src):
             files = glob.glob(os.path.join(src, "ali.*.gz"))
             files = [f for f in files if re.fullmatch(r"ali\.\d+\.gz", os.path.basename(f))]
