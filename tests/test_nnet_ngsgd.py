@@ -203,3 +203,30 @@ def test_fused_update_equals_separate_step(name):
     w0 = Dnn(10, [16, 16], 6, "sigmoid", context=0)
     w0.init_random(0)
     assert not torch.allclose(m1.affines[0].wb, w0.affines[0].wb, atol=1e-3)
+
+
+def test_ngsgd_layer_gradient_is_preconditioned_outer_product_over_steps():
+    """Over several minibatches, the layer's step is gamma_out P_out^T gamma_in P_in of [x 1] and
+    the output derivative, with preconditioners that evolve exactly like standalone ones."""
+    import copy
+    x, y = _toy_problem(n=256)
+    m = Dnn(10, [16], 6, "sigmoid", context=0)
+    m.init_random(0)
+    opt = make_optimizer("ngsgd", m)
+    ref_in, ref_out = copy.deepcopy(opt.pre_in[0]), copy.deepcopy(opt.pre_out[0])
+    captured = {}
+    layer = m.affines[0]
+    hook = layer.grad_hook
+
+    def spy(lay, xx, g):
+        captured["x"], captured["g"] = xx.detach().clone(), g.detach().clone()
+        hook(lay, xx, g)
+    layer.grad_hook = spy
+    for i in range(0, 256, 32):
+        F.cross_entropy(m(x[i:i + 32]), y[i:i + 32], reduction="sum").backward()
+        xa = torch.cat([captured["x"], torch.ones(32, 1)], 1)
+        p_in, gi, _ = ref_in.precondition(xa)
+        p_out, go, _ = ref_out.precondition(captured["g"])
+        expect = gi * go * p_out.t() @ p_in
+        assert torch.allclose(layer.grad, expect, rtol=1e-4, atol=1e-5), i
+        opt.step(0.001)

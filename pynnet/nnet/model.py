@@ -99,6 +99,7 @@ class Affine(nn.Module):
             self._xa = torch.ones(max(n, 1), self.in_dim + 1, dtype=x.dtype, device=x.device)
         xa = self._xa[:n]
         xa[:, :-1].copy_(x)
+        xa[:, -1].fill_(1.0)   # users may overwrite the buffer (NG-SGD preconditions it in place)
         return xa
 
     def grad_buffer(self) -> torch.Tensor:
