@@ -67,13 +67,34 @@ wips=$(echo "$word_ins_penalty" | sed 's/,/ /g')
 
 if [ "$stage" -le 0 ]; then
   # One pass over the lattices gives every grid point (Kaldi runs lattice-scale |
-  # lattice-add-penalty | lattice-best-path once per point).
-  # shellcheck disable=SC2086
-  $cmd "$dir/scoring_kaldi/log/best_path.log" \
-    pynnet-lattice-best-path-grid --min-lmwt $min_lmwt --max-lmwt $max_lmwt \
-      --word-ins-penalty "$word_ins_penalty" --word-symbol-table "$symtab" \
-      "$dir"/lat.*.gz "$dir/scoring_kaldi" || \
-    { echo "$0: $(grep -m1 ^ERROR "$dir/scoring_kaldi/log/best_path.log") (see $dir/scoring_kaldi/log/best_path.log)" >&2; exit 1; }
+  # lattice-add-penalty | lattice-best-path once per point); one job per lat.JOB.gz.
+  nj=$(cat "$dir/num_jobs" 2>/dev/null || echo 0)
+  for n in $(seq "$nj"); do [ -f "$dir/lat.$n.gz" ] || nj=0; done
+  rm -rf "$dir"/scoring_kaldi/grid.*
+  if [ "$nj" -gt 0 ]; then
+    # shellcheck disable=SC2086
+    $cmd JOB=1:$nj "$dir/scoring_kaldi/log/best_path.JOB.log" \
+      pynnet-lattice-best-path-grid --min-lmwt $min_lmwt --max-lmwt $max_lmwt \
+        --word-ins-penalty "$word_ins_penalty" --word-symbol-table "$symtab" \
+        "$dir/lat.JOB.gz" "$dir/scoring_kaldi/grid.JOB" || \
+      { echo "$0: $(grep -h -m1 ^ERROR "$dir"/scoring_kaldi/log/best_path.*.log | head -1) (see $dir/scoring_kaldi/log/best_path.*.log)" >&2; exit 1; }
+    for wip in $wips; do
+      mkdir -p "$dir/scoring_kaldi/penalty_$wip"
+      for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
+        cat $(for n in $(seq "$nj"); do echo "$dir/scoring_kaldi/grid.$n/penalty_$wip/$lmwt.txt"; done) | \
+          sort > "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" || exit 1
+        mv "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt"
+      done
+    done
+    rm -rf "$dir"/scoring_kaldi/grid.*
+  else
+    # shellcheck disable=SC2086
+    $cmd "$dir/scoring_kaldi/log/best_path.log" \
+      pynnet-lattice-best-path-grid --min-lmwt $min_lmwt --max-lmwt $max_lmwt \
+        --word-ins-penalty "$word_ins_penalty" --word-symbol-table "$symtab" \
+        "$dir"/lat.*.gz "$dir/scoring_kaldi" || \
+      { echo "$0: $(grep -m1 ^ERROR "$dir/scoring_kaldi/log/best_path.log") (see $dir/scoring_kaldi/log/best_path.log)" >&2; exit 1; }
+  fi
   for wip in $wips; do
     mkdir -p "$dir/scoring_kaldi/penalty_$wip/log"
     if [ "$hyp_filtering_cmd" != cat ]; then
