@@ -18,9 +18,9 @@ seed=1
 nj=2                # parallel synthesis processes
 tiny=false          # test preset: a few dozen short utterances
 # difficulty and LM size; empty = the program's default (pynnet-synth-corpus --help)
-snr_db=             # additive noise SNR range (dB), MIN:MAX [7:25]
-reverb_prob=        # share of utterances with room reverberation [0.25]
-rate_wpm=           # speaker base speaking rates (words per minute), MIN:MAX [145:240]
+snr_db=             # additive noise SNR range (dB), MIN:MAX [10:30]
+reverb_prob=        # share of utterances with room reverberation [0.2]
+rate_wpm=           # speaker base speaking rates (words per minute), MIN:MAX [140:230]
 lm_sentences=       # sentences of LM training text [50000; 2000 with --tiny]
 synth_config=       # optional JSON of SynthConfig fields (see pynnet-synth-corpus --help)
 
@@ -33,9 +33,9 @@ Options:
   --seed <n>            random seed [$seed]
   --nj <n>              parallel synthesis processes [$nj]
   --tiny <true|false>   tiny test preset [$tiny]
-  --snr-db <min:max>    noise SNR range in dB [7:25]
-  --reverb-prob <p>     share of reverberant utterances [0.25]
-  --rate-wpm <min:max>  speaker speaking rates, words/minute [145:240]
+  --snr-db <min:max>    noise SNR range in dB [10:30]
+  --reverb-prob <p>     share of reverberant utterances [0.2]
+  --rate-wpm <min:max>  speaker speaking rates, words/minute [140:230]
   --lm-sentences <n>    LM training sentences [50000]
   --synth-config <f>    JSON file of further corpus settings (pynnet-synth-corpus --config)"
 
