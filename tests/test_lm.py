@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-import kaldi_hmm_gmm  # noqa: F401  (kaldi_hmm_gmm, kaldifst, then kaldilm: other orders hang)
-import kaldifst  # noqa: F401
-import kaldilm
+from pynnet.io.kaldi_libs import import_kaldilm
+
+kaldilm = import_kaldilm()
 
 from pynnet.bin.lang import lm_ppl_main, train_lm_main
 from pynnet.hmm.lm import (BOS, EOS, BackoffLM, _kn_discounts, perplexity, prune_lm, read_sentences,

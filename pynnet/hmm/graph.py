@@ -204,8 +204,8 @@ def _arpa_unigrams(path: str) -> list[str]:
 def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True):
     """G.fst from an ARPA LM with kaldilm (Kaldi's arpa2fst): #0 on back-off arcs, <s>/</s> as
     epsilon, the lang's words.txt as symbol table, ilabel-sorted. Returns the FST."""
-    _fst()  # kaldi_hmm_gmm, then kaldifst, before kaldilm: another order hangs at import
-    import kaldilm
+    from pynnet.io.kaldi_libs import import_kaldilm
+    kaldilm = import_kaldilm()
 
     if not os.path.exists(arpa):
         fail("no such file", arpa)
