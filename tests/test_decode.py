@@ -444,3 +444,17 @@ def test_adaptive_beam_keeps_best_path(toy):
                           DecodeConfig(beam=16.0, lattice_beam=4.0, max_active=7000, adaptive_beam=True))
         assert adap.words == full.words and adap.likelihood == pytest.approx(full.likelihood, rel=1e-5)
         assert adap.lattice.num_arcs <= full.lattice.num_arcs
+
+
+def test_adaptive_beam_does_not_settle_for_partial_path(toy):
+    """A max-active search that reaches no final state gives a partial best path (final costs
+    ignored), cheaper than any complete one; a narrow lattice beam that also lost the final states
+    matched it, so the decode came out partial where the full beam reaches a final state."""
+    x = toy.feats([1, 3, 5], seed=6, noise=0.5)[:-7]  # ends inside the last word
+    full = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1,
+                      DecodeConfig(beam=16.0, lattice_beam=4.0, adaptive_beam=False))
+    adap = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1,
+                      DecodeConfig(beam=16.0, lattice_beam=4.0, max_active=7000, adaptive_beam=True))
+    assert full.ok and not full.partial
+    assert adap.ok and not adap.partial
+    assert adap.words == full.words and adap.likelihood == pytest.approx(full.likelihood, rel=1e-5)

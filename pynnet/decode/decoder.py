@@ -129,8 +129,11 @@ def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: flo
         fast = kd.FasterDecoder(hclg, kd.FasterDecoderOptions(beam=cfg.beam, max_active=cfg.max_active,
                                                                min_active=cfg.min_active))
         fast.decode(decodable)
+        # Only a complete path is a target: with no final state reached, FasterDecoder's best
+        # path is a partial one (final costs ignored) that is cheaper than any complete path, and
+        # a narrow-beam lattice search that also lost the final states would match it.
         ok_fast, fbest = fast.get_best_path(True)
-        if ok_fast and fbest.num_states > 0:
+        if ok_fast and fbest.num_states > 0 and fast.reached_final():
             target = _path_cost(kaldifst, fbest)
             beams = [b for b in np.arange(cfg.lattice_beam + 2.0, cfg.beam, 2.0)] + [cfg.beam]
     for beam in beams:
@@ -140,6 +143,8 @@ def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: flo
         decoder.decode(decodable)
         if beam == beams[-1] or decoder.num_frames_decoded() != T:
             break
+        if not np.isfinite(decoder.final_relative_cost()):
+            continue  # this beam lost every final state: widen it
         ok_b, b_best = decoder.get_best_path(True)
         if ok_b and b_best.num_states > 0 and _path_cost(kaldifst, b_best) <= target + 1e-4 * (1 + abs(target)):
             break
