@@ -17,8 +17,14 @@ stop_stage=100
 nj=2
 train_hours=1.0       # size of the synthesized training set
 seed=1
-ablations=true        # stage 13 trains two more DNNs
-help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]"
+ablations=false       # stage 13: two more DNNs (random init + SGD, DBN + SGD), trained side by side
+# Tree sizes: 1 h of training audio supports small trees; test has accents never seen in training,
+# and 600+-leaf trees fit the training accents at their expense (docs/notes/gmm.md).
+tri1_leaves=300; tri1_gauss=2000
+tri2_leaves=500; tri2_gauss=3000
+dnn_opts="--max-epochs 10"
+help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]
+  [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--dnn-opts \"...\"]"
 
 cd "$(dirname "$0")"
 . ./cmd.sh
@@ -71,14 +77,14 @@ if run 5; then
   echo "$0: stage 5: tri1"
   steps/align_si.sh --nj "$nj" --cmd "$train_cmd" --boost-silence 1.25 data/train data/lang exp/mono exp/mono_ali
   steps/train_deltas.sh --nj "$nj" --cmd "$train_cmd" --boost-silence 1.25 \
-    600 6000 data/train data/lang exp/mono_ali exp/tri1
+    $tri1_leaves $tri1_gauss data/train data/lang exp/mono_ali exp/tri1
 fi
 if run 6; then decode_gmm exp/tri1; fi
 
 if run 7; then
   echo "$0: stage 7: tri2"
   steps/align_si.sh --nj "$nj" --cmd "$train_cmd" data/train data/lang exp/tri1 exp/tri1_ali
-  steps/train_deltas.sh --nj "$nj" --cmd "$train_cmd" 1200 12000 data/train data/lang exp/tri1_ali exp/tri2
+  steps/train_deltas.sh --nj "$nj" --cmd "$train_cmd" $tri2_leaves $tri2_gauss data/train data/lang exp/tri1_ali exp/tri2
 fi
 if run 8; then decode_gmm exp/tri2; fi
 
@@ -89,12 +95,12 @@ fi
 
 if run 10; then
   echo "$0: stage 10: DBN pretraining"
-  steps/nnet/pretrain_dbn.sh --nn-depth 4 --hid-dim 1024 data-fbank/train exp/dbn
+  steps/nnet/pretrain_dbn.sh --nn-depth 4 --hid-dim 512 data-fbank/train exp/dbn
 fi
 
 if run 11; then
   echo "$0: stage 11: DNN training (DBN init, NG-SGD)"
-  steps/nnet/train.sh --dbn exp/dbn/final.dbn --optimizer ngsgd \
+  steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd \
     data-fbank/train data/lang exp/tri2_ali exp/dnn
 fi
 if run 12; then
@@ -102,13 +108,18 @@ if run 12; then
 fi
 
 if run 13 && [ "$ablations" = true ]; then
-  echo "$0: stage 13: ablations"
-  steps/nnet/train.sh --nn-depth 4 --hid-dim 1024 --optimizer sgd \
-    data-fbank/train data/lang exp/tri2_ali exp/dnn_randinit_sgd
-  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn_randinit_sgd/decode_test
-  steps/nnet/train.sh --dbn exp/dbn/final.dbn --optimizer sgd \
-    data-fbank/train data/lang exp/tri2_ali exp/dnn_dbn_sgd
-  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn_dbn_sgd/decode_test
+  echo "$0: stage 13: ablations (two trainings side by side, one core each)"
+  steps/nnet/train.sh $dnn_opts --nn-depth 4 --hid-dim 512 --optimizer sgd \
+    data-fbank/train data/lang exp/tri2_ali exp/dnn_randinit_sgd > exp/dnn_randinit_sgd.out 2>&1 &
+  pid1=$!
+  steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer sgd \
+    data-fbank/train data/lang exp/tri2_ali exp/dnn_dbn_sgd > exp/dnn_dbn_sgd.out 2>&1 &
+  pid2=$!
+  wait $pid1 || { cat exp/dnn_randinit_sgd.out; exit 1; }
+  wait $pid2 || { cat exp/dnn_dbn_sgd.out; exit 1; }
+  for x in dnn_randinit_sgd dnn_dbn_sgd; do
+    steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/$x/decode_test
+  done
 fi
 
 if run 14; then
