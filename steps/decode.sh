@@ -91,7 +91,7 @@ if [ "$stage" -le 0 ]; then
   awk -v prog="$0" '/: Time taken/ {t += $5 + 0} /CPU time taken/ {c += $6 + 0}
     /Overall log-likelihood per frame/ {f += $(NF-1)}
     END {if (f > 0) printf "%s: decoded %.1f s of audio: %.1f s wall, %.1f s CPU (summed over jobs): RTF %.4f (CPU RTF %.4f)\n", prog, f/100, t, c, t/(f/100), c/(f/100)}' \
-    "$dir"/log/decode.*.log
+    $(seq -f "$dir/log/decode.%g.log" "$nj")  # not stale logs of an earlier run with more jobs
 fi
 
 if ! $skip_scoring; then
