@@ -21,6 +21,8 @@ state is the Kaldi binary serialisation (without the ``\\0B`` header), so we bui
 """
 from __future__ import annotations
 
+import abc
+
 import contextlib
 import os
 import struct
@@ -48,7 +50,7 @@ def deep_recursion(limit: int = 50000):
 
 # ----------------------------------------------------------------------------------------------
 # EventMap
-class EventMap:
+class EventMap(abc.ABC):
     """Base class: ``lookup(event)`` returns the answer (pdf-id) or None when undefined."""
 
     __slots__ = ()
@@ -140,8 +142,9 @@ class EventMap:
     def __hash__(self) -> int:
         return hash(self._state())
 
-    def _state(self):  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _state(self) -> tuple:
+        """A hashable description of the node; each EventMap kind defines its own."""
 
 
 class ConstantEventMap(EventMap):

@@ -11,6 +11,8 @@ then applies it. Usage::
 """
 from __future__ import annotations
 
+import abc
+
 import torch
 
 from pynnet.io.errors import fail
@@ -18,7 +20,7 @@ from pynnet.nnet.model import Affine, Dnn
 from pynnet.nnet.ngsgd import NgConfig, OnlineNaturalGradient
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Base: plain gradients into ``layer.grad``. With ``fused_lr`` set (before backward), an
     optimizer that can (SGD without momentum, NG-SGD) applies its update inside backward as one
     GEMM into the weights, ``W += -lr g^T x`` (as Kaldi does): no gradient buffer, no extra pass
@@ -43,8 +45,9 @@ class Optimizer:
             return
         torch.mm(g.t(), xa, out=layer.grad_buffer())
 
+    @abc.abstractmethod
     def step(self, lr: float) -> None:
-        raise NotImplementedError
+        """Apply one update with learning rate lr (each optimizer its own rule)."""
 
     def detach(self) -> None:
         for layer in self.layers:
