@@ -117,6 +117,25 @@ def test_unknown_voice_is_an_error():
         espeak.check_voice("en-xx", "m3")
 
 
+def test_extra_test_accents_and_bad_accents():
+    """The hard condition puts accents never heard in training on test speakers (extras first,
+    so a few speakers still include them); an accent espeak-ng lacks is a one-line error."""
+    cfg = SynthConfig(test_extra_accents=tuple(voices.HARD_TEST_ACCENTS))
+    cfg.check()
+    spk = voices.make_speakers(1, cfg.speaker_counts(), cfg.rate_wpm, cfg.accents())
+    by_split = {s: [x.accent for x in spk if x.split == s] for s in SPLITS}
+    assert set(by_split["train"]) == set(voices.TRAIN_ACCENTS)
+    assert by_split["test"][:3] == voices.HARD_TEST_ACCENTS
+    assert set(by_split["test"]) == set(voices.HARD_TEST_ACCENTS) | set(voices.TRAIN_ACCENTS)
+    # the same seed gives the same voices and prosody whatever the accent plan
+    plain = voices.make_speakers(1, cfg.speaker_counts(), cfg.rate_wpm)
+    assert [(x.variant, x.pitch, x.rate) for x in plain] == [(x.variant, x.pitch, x.rate) for x in spk]
+    with pytest.raises(PynnetError, match="no English accent 'en-xx'"):
+        SynthConfig(test_extra_accents=("en-xx",)).check()
+    with pytest.raises(PynnetError, match="train_accents"):
+        SynthConfig(train_accents=()).check()
+
+
 def test_every_voice_exists_and_splits_are_disjoint(corpus):
     db, data, _ = corpus
     accents = espeak.english_accents()
@@ -135,7 +154,9 @@ def test_every_voice_exists_and_splits_are_disjoint(corpus):
             spk_split[spk] = split
     assert not used["train"] & used["test"] and not used["train"] & used["dev"]
     assert not used["dev"] & used["test"]
-    assert acc["test"] - acc["train"], "test should have accents never heard in training"
+    # default plan: test voices unseen but accents seen (as Switchboard); dev adds one accent
+    assert acc["test"] <= acc["train"], "by default test speaks only training accents"
+    assert acc["dev"] - acc["train"] == set(voices.DEV_EXTRA_ACCENTS)
     assert len(used["train"]) >= 5
     # the full inventory too: disjoint variants, all installed
     inv = voices.split_variants(np.random.default_rng(0))

@@ -18,8 +18,7 @@ nj=2
 train_hours=1.0       # size of the synthesized training set
 seed=1
 ablations=false       # stage 13: two more DNNs (random init + SGD, DBN + SGD), trained side by side
-# Tree sizes: 1 h of training audio supports small trees; test has accents never seen in training,
-# and 600+-leaf trees fit the training accents at their expense (docs/notes/gmm.md).
+# Tree sizes: 1 h of training audio supports small trees (docs/notes/gmm.md).
 tri1_leaves=300; tri1_gauss=2000
 tri2_leaves=500; tri2_gauss=3000
 dnn_opts="--max-epochs 10"

@@ -79,6 +79,10 @@ def synth_corpus_main(argv: list[str] | None = None) -> int:
                    help=f"speaker base rates, words/minute [{d.rate_wpm[0]:g}:{d.rate_wpm[1]:g}]")
     g.add_argument("--rate-jitter", type=float, default=None, help=f"[{d.rate_jitter}]")
     g.add_argument("--pitch-jitter", type=float, default=None, help=f"[{d.pitch_jitter}]")
+    g.add_argument("--test-extra-accents", default=None, type=lambda v: tuple(x for x in v.split(",") if x),
+                   help="comma-separated accents for test speakers on top of the training accents "
+                        "(e.g. en-gb-scotland,en-029,en-gb-x-gbcwmd: accents never heard in training) "
+                        f"[{','.join(d.test_extra_accents) or 'none'}]")
     g.add_argument("--config", default=None,
                    help="JSON file of SynthConfig fields (as written to <db-dir>/meta/config.json); "
                         "command-line options override it")
@@ -98,7 +102,8 @@ def synth_corpus_main(argv: list[str] | None = None) -> int:
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
     for name in ("seed", "train_hours", "dev_minutes", "test_minutes", "train_speakers",
                  "dev_speakers", "test_speakers", "lm_sentences", "snr_db", "noise_weights",
-                 "reverb_prob", "rt60", "mulaw_prob", "rate_wpm", "rate_jitter", "pitch_jitter"):
+                 "reverb_prob", "rt60", "mulaw_prob", "rate_wpm", "rate_jitter", "pitch_jitter",
+                 "test_extra_accents"):
         v = getattr(a, name)
         if v is not None:
             kw[name] = v

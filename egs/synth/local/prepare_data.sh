@@ -22,6 +22,8 @@ snr_db=             # additive noise SNR range (dB), MIN:MAX [10:30]
 reverb_prob=        # share of utterances with room reverberation [0.2]
 rate_wpm=           # speaker base speaking rates (words per minute), MIN:MAX [140:230]
 lm_sentences=       # sentences of LM training text [50000; 2000 with --tiny]
+test_extra_accents= # comma-separated accents for test on top of the training ones [none];
+                    # en-gb-scotland,en-029,en-gb-x-gbcwmd = accents never heard in training
 synth_config=       # optional JSON of SynthConfig fields (see pynnet-synth-corpus --help)
 
 help_message="Usage: $0 [options] <db-dir> <data-dir>
@@ -37,6 +39,7 @@ Options:
   --reverb-prob <p>     share of reverberant utterances [0.2]
   --rate-wpm <min:max>  speaker speaking rates, words/minute [140:230]
   --lm-sentences <n>    LM training sentences [50000]
+  --test-extra-accents <a,b>  extra test accents, e.g. en-gb-scotland,en-029 [none]
   --synth-config <f>    JSON file of further corpus settings (pynnet-synth-corpus --config)"
 
 . ./path.sh || exit 1
@@ -54,6 +57,7 @@ opts=(--seed "$seed")
 [ -n "$reverb_prob" ] && opts+=(--reverb-prob "$reverb_prob")
 [ -n "$rate_wpm" ] && opts+=(--rate-wpm "$rate_wpm")
 [ -n "$lm_sentences" ] && opts+=(--lm-sentences "$lm_sentences")
+[ -n "$test_extra_accents" ] && opts+=(--test-extra-accents "$test_extra_accents")
 [ "$tiny" = true ] && opts+=(--tiny)
 [ -n "$train_hours" ] && opts+=(--train-hours "$train_hours")
 [ -n "$dev_minutes" ] && opts+=(--dev-minutes "$dev_minutes")
