@@ -83,10 +83,8 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
             cmvn_stats_of = kaldiio.load_scp(cmvn_scp)
         except (ValueError, OSError) as e:
             fail(f"cannot read: {e}", cmvn_scp)
-        utt2spk_path = os.path.join(data_dir, "utt2spk")
-        if os.path.exists(utt2spk_path):
-            from pynnet.io.tables import read_table
-            utt2spk = read_table(utt2spk_path, min_fields=2, max_fields=2)
+        from pynnet.io.datadir import read_data_file
+        utt2spk = read_data_file(data_dir, "utt2spk", required=False) or {}
     n = 0
     want = None if utts is None else set(utts)
     try:

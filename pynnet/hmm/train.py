@@ -112,18 +112,18 @@ def _features_shim(data_dir: str, norm_means: bool, norm_vars: bool, delta_order
     # TEMPORARY SHIM until pynnet.feat.read_features lands: feats.scp + per-speaker cmvn.scp + deltas.
     import kaldiio
 
-    from pynnet.io.tables import read_table
+    from pynnet.io.datadir import read_data_file
 
     feats_scp = os.path.join(data_dir, "feats.scp")
-    feats = read_table(feats_scp)
+    feats = read_data_file(data_dir, "feats.scp")
     cmvn = None
     utt2spk = None
     if norm_means or norm_vars:
         cmvn_scp = os.path.join(data_dir, "cmvn.scp")
         if not os.path.exists(cmvn_scp):
             fail("no cmvn.scp (run steps/compute_cmvn_stats.sh, or use --cmvn-opts '--norm-means=false')", data_dir)
-        cmvn = read_table(cmvn_scp)
-        utt2spk = read_table(os.path.join(data_dir, "utt2spk"))
+        cmvn = read_data_file(data_dir, "cmvn.scp")
+        utt2spk = read_data_file(data_dir, "utt2spk")
     cache: dict[str, np.ndarray] = {}
     for utt, rx in feats.items():
         if utts is not None and utt not in utts:

@@ -292,7 +292,7 @@ class DataDir:
 
 # --- reading ---------------------------------------------------------------------------------
 
-def _read_fast(path: str, spec: FileSpec, strict: bool) -> tuple[dict[str, str], dict[str, int]] | None:
+def _read_fast(path: str, spec: FileSpec, sorted_keys: bool) -> tuple[dict[str, str], dict[str, int]] | None:
     """Read a well-formed table in a few C-level passes; None if anything at all looks wrong, and
     then the line-by-line reader finds the problem and reports its line (300k-line files are
     common, and the line-by-line reader is ~10x slower)."""
@@ -332,7 +332,7 @@ def _read_fast(path: str, spec: FileSpec, strict: bool) -> tuple[dict[str, str],
             return None
     elif spec.check is not None and any(spec.check(r) is not None for r in rests):
         return None
-    if strict:
+    if sorted_keys:
         kb = [k.encode() for k in keys]
         if not all(map(bytes.__lt__, kb, kb[1:])):
             return None
@@ -341,10 +341,13 @@ def _read_fast(path: str, spec: FileSpec, strict: bool) -> tuple[dict[str, str],
     return dict(zip(keys, rests)), dict(zip(keys, range(1, len(keys) + 1)))
 
 
-def _read_file(path: str, name: str, strict: bool, prog: str,
-               spec: FileSpec | None = None) -> tuple[dict[str, str], dict[str, int]]:
+def _read_file(path: str, name: str, strict: bool, prog: str, spec: FileSpec | None = None, *,
+               sorted_keys: bool | None = None) -> tuple[dict[str, str], dict[str, int]]:
+    """``strict``: duplicate keys are errors (else dropped with a warning), and so are keys out of
+    C order unless ``sorted_keys`` says otherwise."""
     spec = spec or FILES[name]
-    fast = _read_fast(path, spec, strict)
+    sorted_keys = strict if sorted_keys is None else sorted_keys
+    fast = _read_fast(path, spec, sorted_keys)
     if fast is not None:
         table, lines = fast
         if name == "reco2file_and_channel" and any(v.split()[-1] == "1" for v in table.values()):
@@ -364,7 +367,7 @@ def _read_file(path: str, name: str, strict: bool, prog: str,
             _warn(prog, f"{path}:{n}: dropping duplicate key '{key}' (keeping line {lines[key]})")
             continue
         kb = key.encode()
-        if strict and prev is not None and kb < prev:
+        if sorted_keys and prev is not None and kb < prev:
             fail(f"not sorted (LC_ALL=C): '{key}' after '{prev.decode()}' (run utils/fix_data_dir.sh)",
                  path, n)
         prev = kb
@@ -410,6 +413,24 @@ def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "
             with open(f, "rb") as fh:
                 plain[name] = fh.read()
     return DataDir(path, tables, lines, plain, extra or {})
+
+
+def read_data_file(data_dir: str | os.PathLike, name: str, *, required: bool = True,
+                   check_sorted: bool = False, prog: str = "datadir") -> dict[str, str] | None:
+    """One table of a data dir, e.g. ``read_data_file(d, "utt2spk")`` -> {utt: spk}, in file
+    order, checked as ``load_data_dir`` checks it (fields and values as FILES says; duplicate keys
+    are errors, and so are keys out of C order with ``check_sorted``).  For programs that need a
+    table or two of a data dir, not all of it.  A missing file is an error, or None when not
+    ``required``."""
+    if name not in FILES:
+        raise ValueError(f"not a data-dir table: {name}")
+    path = os.path.join(os.fspath(data_dir), name)
+    if not os.path.exists(path):
+        if required:
+            fail("no such file", path)
+        return None
+    table, _ = _read_file(path, name, True, prog, sorted_keys=check_sorted)
+    return table
 
 
 def _utt2spk_from_spk2utt(spk2utt: dict[str, str], lines: dict[str, int], path: str
