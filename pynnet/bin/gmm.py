@@ -16,17 +16,8 @@ import time
 import numpy as np
 
 from pynnet.bin._cli import cli
+from pynnet.bin._opts import add_binary_opt, kaldi_bool, log, parser
 from pynnet.io.errors import PynnetError, fail
-
-
-def _bool(v: str) -> bool:
-    if v not in ("true", "false"):
-        raise argparse.ArgumentTypeError("expected true or false")
-    return v == "true"
-
-
-def _parser(prog: str, desc: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=desc)
 
 
 def _feat_opts(p: argparse.ArgumentParser) -> None:
@@ -36,20 +27,11 @@ def _feat_opts(p: argparse.ArgumentParser) -> None:
                    "later passes while the data dir and options are unchanged")
 
 
-def _log(msg: str) -> None:
-    print(f"LOG ({os.path.basename(sys.argv[0]) if sys.argv else 'pynnet'}) {msg}", file=sys.stderr, flush=True)
-
-
 def _text(data_dir: str) -> dict[str, list[str]]:
-    from pynnet.io.tables import read_table_lines
+    """The data dir's transcripts: {utt: words}."""
+    from pynnet.io.datadir import read_data_file
 
-    path = os.path.join(data_dir, "text")
-    out = {}
-    for n, utt, rest in read_table_lines(path, min_fields=1):
-        if utt in out:
-            fail(f"duplicate utterance '{utt}'", path, n)
-        out[utt] = rest.split()
-    return out
+    return {utt: words.split() for utt, words in read_data_file(data_dir, "text").items()}
 
 
 def _progress(total: int | None, desc: str):
@@ -61,12 +43,12 @@ def _progress(total: int | None, desc: str):
 # --------------------------------------------------------------------------- gmm-init-mono
 @cli
 def init_mono_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-init-mono", "Initialise a monophone GMM (one Gaussian per pdf, global "
-                "mean/variance of some features) and write the model and the monophone tree.")
+    p = parser("pynnet-gmm-init-mono", "Initialise a monophone GMM (one Gaussian per pdf, global "
+               "mean/variance of some features) and write the model and the monophone tree.")
     _feat_opts(p)
     p.add_argument("--shared-phones", default="", help="phones/sets.int: phones in one line share pdfs")
     p.add_argument("--num-utts", type=int, default=200, help="utterances used for the global mean/var")
-    p.add_argument("--binary", type=_bool, default=True)
+    add_binary_opt(p)
     p.add_argument("topo")
     p.add_argument("data_dir")
     p.add_argument("model_out")
@@ -95,15 +77,15 @@ def init_mono_main(argv: list[str] | None = None) -> int:
     ctx, tm, am = init_mono(topo, subset(), shared)
     write_model(a.model_out, tm, am.to_khg(), a.binary)
     write_tree_file(a.tree_out, ctx)
-    _log(f"initialised {tm.num_pdfs} pdfs of dimension {am.dim}")
+    log(f"initialised {tm.num_pdfs} pdfs of dimension {am.dim}")
     return 0
 
 
 # --------------------------------------------------------------------------- compile-train-graphs
 @cli
 def compile_graphs_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-compile-train-graphs", "Compile per-utterance training graphs from the transcripts "
-                "(words not in words.txt map to the lang dir's OOV word).")
+    p = parser("pynnet-compile-train-graphs", "Compile per-utterance training graphs from the transcripts "
+               "(words not in words.txt map to the lang dir's OOV word).")
     p.add_argument("tree")
     p.add_argument("model")
     p.add_argument("lang_dir")
@@ -131,15 +113,15 @@ def compile_graphs_main(argv: list[str] | None = None) -> int:
                 yield utt, g
 
     n = write_graphs(a.graphs_out, gen())
-    _log(f"compiled {n} graphs, {failed} failed; {gc.num_oov} word tokens mapped to OOV")
+    log(f"compiled {n} graphs, {failed} failed; {gc.num_oov} word tokens mapped to OOV")
     return 0 if n else 1
 
 
 # --------------------------------------------------------------------------- align-equal-compiled
 @cli
 def align_equal_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-align-equal-compiled", "Equal (flat-start) alignment: frames spread evenly "
-                "along a random path through each training graph.")
+    p = parser("pynnet-align-equal-compiled", "Equal (flat-start) alignment: frames spread evenly "
+               "along a random path through each training graph.")
     _feat_opts(p)
     p.add_argument("graphs")
     p.add_argument("data_dir")
@@ -160,14 +142,14 @@ def align_equal_main(argv: list[str] | None = None) -> int:
         out[utt] = ali
     missing = len(graphs) - len(out) - len(failed)
     write_alignments(a.ali_out, out)
-    _log(f"Done {len(out)}, failed {len(failed)}, no features for {missing}")
+    log(f"Done {len(out)}, failed {len(failed)}, no features for {missing}")
     return 0 if out else 1
 
 
 # --------------------------------------------------------------------------- gmm-acc-stats-ali
 @cli
 def acc_stats_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-acc-stats-ali", "Accumulate GMM and transition statistics along alignments.")
+    p = parser("pynnet-gmm-acc-stats-ali", "Accumulate GMM and transition statistics along alignments.")
     _feat_opts(p)
     p.add_argument("model")
     p.add_argument("data_dir")
@@ -211,8 +193,8 @@ def acc_stats_main(argv: list[str] | None = None) -> int:
     xs = [feats[keep] if bad_len else feats]
     accumulate(am, xs[0], np.concatenate(ts), tables.pdf, accs)
     accs.write(a.acc_out)
-    _log(f"Done {done} files, {len(alis) - done - bad_len} with no features, {bad_len} with wrong length")
-    _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / accs.num_frames:.5f} over "
+    log(f"Done {done} files, {len(alis) - done - bad_len} with no features, {bad_len} with wrong length")
+    log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / accs.num_frames:.5f} over "
          f"{accs.num_frames} frames ({time.time() - t0:.1f} s, process CPU {time.process_time():.1f} s)")
     return 0
 
@@ -233,7 +215,7 @@ def _sum_accs(paths: list[str]):
 
 @cli
 def sum_accs_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-sum-accs", "Sum GMM accumulators.")
+    p = parser("pynnet-gmm-sum-accs", "Sum GMM accumulators.")
     p.add_argument("acc_out")
     p.add_argument("accs", nargs="+")
     a = p.parse_args(argv)
@@ -243,8 +225,8 @@ def sum_accs_main(argv: list[str] | None = None) -> int:
 
 @cli
 def est_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-est", "ML re-estimation of a GMM model (and transitions) from summed "
-                "accumulators, then mixing-up.")
+    p = parser("pynnet-gmm-est", "ML re-estimation of a GMM model (and transitions) from summed "
+               "accumulators, then mixing-up.")
     p.add_argument("--mix-up", type=int, default=0, help="increase the total number of Gaussians to this")
     p.add_argument("--power", type=float, default=0.2, help="Gaussians per pdf ~ occupancy^power")
     p.add_argument("--min-count", type=float, default=20.0, help="minimum frames per Gaussian when mixing up")
@@ -255,7 +237,7 @@ def est_main(argv: list[str] | None = None) -> int:
     p.add_argument("--transition-floor", type=float, default=0.01)
     p.add_argument("--transition-min-count", type=float, default=5.0)
     p.add_argument("--write-occs", default="", help="write per-pdf occupancies (Kaldi vector)")
-    p.add_argument("--binary", type=_bool, default=True)
+    add_binary_opt(p)
     p.add_argument("--seed", type=int, default=0, help="random seed of the mix-up perturbation")
     p.add_argument("model_in")
     p.add_argument("accs", nargs="+", help="accumulator file(s); several are summed")
@@ -271,25 +253,25 @@ def est_main(argv: list[str] | None = None) -> int:
     if len(accs.occ) != am.num_pdfs or any(o.size != w.size for o, w in zip(accs.occ, am.weights)):
         fail("accumulators do not match the model", a.accs[0])
     tm, t_impr, t_count = transition_update(tm, accs.trans, a.transition_floor, a.transition_min_count)
-    _log(f"Transition model update: average {t_impr / max(t_count, 1):.5f} log-like improvement per frame "
+    log(f"Transition model update: average {t_impr / max(t_count, 1):.5f} log-like improvement per frame "
          f"over {t_count:.0f} frames")
     st = mle_update(am, accs, a.min_gaussian_occupancy, a.min_gaussian_weight, a.min_variance)
-    _log(f"GMM update: objf improvement {st.objf_impr / max(st.count, 1):.5f} per frame over {st.count:.0f} frames; "
+    log(f"GMM update: objf improvement {st.objf_impr / max(st.count, 1):.5f} per frame over {st.count:.0f} frames; "
          f"{st.floored} variances floored, {st.removed} Gaussians removed")
-    _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} "
+    log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} "
          f"over {accs.num_frames} frames")
     occs = accs.pdf_occs()
     if a.mix_up:
         before = am.num_gauss
         after = mixup(am, occs, a.mix_up, a.power, a.min_count, a.perturb_factor, a.seed)
-        _log(f"Mixed up from {before} to {after} Gaussians (target {a.mix_up})")
+        log(f"Mixed up from {before} to {after} Gaussians (target {a.mix_up})")
     write_model(a.model_out, tm, am.to_khg(), a.binary)
     if a.write_occs:
         w = KaldiOutput(True)
         w.float_vector(occs)
         with atomic_write(a.write_occs, "wb") as f:
             f.write(w.getvalue())
-    _log(f"Written model with {am.num_pdfs} pdfs, {am.num_gauss} Gaussians to {a.model_out}")
+    log(f"Written model with {am.num_pdfs} pdfs, {am.num_gauss} Gaussians to {a.model_out}")
     return 0
 
 
@@ -298,7 +280,7 @@ def _align_common(p: argparse.ArgumentParser) -> None:
     _feat_opts(p)
     p.add_argument("--beam", type=float, default=10.0)
     p.add_argument("--retry-beam", type=float, default=40.0)
-    p.add_argument("--careful", type=_bool, default=False)
+    p.add_argument("--careful", type=kaldi_bool, default=False)
     p.add_argument("--acoustic-scale", type=float, default=0.1)
     p.add_argument("--transition-scale", type=float, default=1.0)
     p.add_argument("--self-loop-scale", type=float, default=0.1)
@@ -361,7 +343,7 @@ def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) ->
     if s.failed:
         print(f"WARNING: {len(s.failed)} utterances failed to align: {' '.join(s.failed[:20])}"
               f"{' ...' if len(s.failed) > 20 else ''}", file=sys.stderr)
-    _log(s.summary() + f" ({time.time() - t0:.1f} s, process CPU {time.process_time():.1f} s)")
+    log(s.summary() + f" ({time.time() - t0:.1f} s, process CPU {time.process_time():.1f} s)")
     return 0 if out else 1
 
 
@@ -376,13 +358,13 @@ def _acc_from_alignments(a, aligner, keys, lengths, feats, alis) -> None:
     tids = np.concatenate([alis[k] for k in keys if k in alis]) if alis else np.zeros(0, np.int32)
     accumulate(am, feats[keep], tids, tables.pdf, accs)
     accs.write(a.acc_out)
-    _log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} over "
+    log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} over "
          f"{accs.num_frames} frames")
 
 
 @cli
 def align_compiled_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-align-compiled", "Viterbi-align utterances to precompiled training graphs.")
+    p = parser("pynnet-gmm-align-compiled", "Viterbi-align utterances to precompiled training graphs.")
     _align_common(p)
     p.add_argument("model")
     p.add_argument("graphs")
@@ -400,8 +382,8 @@ def align_compiled_main(argv: list[str] | None = None) -> int:
 
 @cli
 def align_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-align", "Viterbi-align utterances, compiling their training graphs from the "
-                "transcripts on the fly (Kaldi's gmm-align).")
+    p = parser("pynnet-gmm-align", "Viterbi-align utterances, compiling their training graphs from the "
+               "transcripts on the fly (Kaldi's gmm-align).")
     _align_common(p)
     p.add_argument("tree")
     p.add_argument("model")
@@ -423,8 +405,8 @@ def align_main(argv: list[str] | None = None) -> int:
 # --------------------------------------------------------------------------- model tools
 @cli
 def copy_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-copy", "Copy a GMM model file (e.g. --binary false to get text).")
-    p.add_argument("--binary", type=_bool, default=True)
+    p = parser("pynnet-gmm-copy", "Copy a GMM model file (e.g. --binary false to get text).")
+    add_binary_opt(p)
     p.add_argument("model_in")
     p.add_argument("model_out")
     a = p.parse_args(argv)
@@ -437,7 +419,7 @@ def copy_main(argv: list[str] | None = None) -> int:
 
 @cli
 def info_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-info", "Print the sizes of a GMM model.")
+    p = parser("pynnet-gmm-info", "Print the sizes of a GMM model.")
     p.add_argument("model")
     a = p.parse_args(argv)
     from pynnet.hmm.model_io import read_model
@@ -453,7 +435,7 @@ def info_main(argv: list[str] | None = None) -> int:
 
 
 def _ali_convert(argv, prog: str, desc: str, per_frame_fn) -> int:
-    p = _parser(prog, desc)
+    p = parser(prog, desc)
     p.add_argument("model")
     p.add_argument("alignments", help="alignment dir (ali.*.gz) or file")
     p.add_argument("out", help="text output file ('-' for stdout): utt id then integers")
@@ -507,10 +489,10 @@ def ali_to_phones_main(argv: list[str] | None = None) -> int:
 
 @cli
 def boost_silence_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-boost-silence", "Multiply the Gaussian weights of the pdfs of the given (silence) "
-                "phones by --boost, scaling their likelihoods (Kaldi gmm-boost-silence).")
+    p = parser("pynnet-gmm-boost-silence", "Multiply the Gaussian weights of the pdfs of the given (silence) "
+               "phones by --boost, scaling their likelihoods (Kaldi gmm-boost-silence).")
     p.add_argument("--boost", type=float, default=1.5)
-    p.add_argument("--binary", type=_bool, default=True)
+    add_binary_opt(p)
     p.add_argument("silence_phones", help="colon-separated phone ids, e.g. $(cat lang/phones/optional_silence.csl)")
     p.add_argument("model_in")
     p.add_argument("model_out")
@@ -528,7 +510,7 @@ def boost_silence_main(argv: list[str] | None = None) -> int:
     if not pdfs:
         fail(f"no pdfs for phones {a.silence_phones} in the model", a.model_in)
     write_model(a.model_out, tm, boost_silence(AmGmm.from_khg(am), pdfs, a.boost).to_khg(), a.binary)
-    _log(f"Boosted weights for {len(pdfs)} pdfs by {a.boost}")
+    log(f"Boosted weights for {len(pdfs)} pdfs by {a.boost}")
     return 0
 
 
@@ -542,14 +524,14 @@ def _read_occs(path: str) -> np.ndarray:
 
 @cli
 def mixup_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-mixup", "Increase the number of Gaussians of a model, allocated by occupancy^power "
-                "(Kaldi gmm-mixup).")
+    p = parser("pynnet-gmm-mixup", "Increase the number of Gaussians of a model, allocated by occupancy^power "
+               "(Kaldi gmm-mixup).")
     p.add_argument("--mix-up", type=int, required=True, help="target total number of Gaussians")
     p.add_argument("--power", type=float, default=0.2)
     p.add_argument("--min-count", type=float, default=20.0)
     p.add_argument("--perturb-factor", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--binary", type=_bool, default=True)
+    add_binary_opt(p)
     p.add_argument("model_in")
     p.add_argument("occs_in", help="per-pdf occupancies (gmm-est/gmm-init-model --write-occs)")
     p.add_argument("model_out")
@@ -565,5 +547,5 @@ def mixup_main(argv: list[str] | None = None) -> int:
     before = am.num_gauss
     after = mixup(am, occs, a.mix_up, a.power, a.min_count, a.perturb_factor, a.seed)
     write_model(a.model_out, tm, am.to_khg(), a.binary)
-    _log(f"Mixed up from {before} to {after} Gaussians (target {a.mix_up})")
+    log(f"Mixed up from {before} to {after} Gaussians (target {a.mix_up})")
     return 0

@@ -9,50 +9,14 @@ alignment dir).  Tree stats files are pynnet's ``.npz`` format (see pynnet.hmm.t
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sys
 
 import numpy as np
 
-from pynnet.bin._cli import cli, prog_name
+from pynnet.bin._cli import cli
+from pynnet.bin._opts import (add_binary_opt, add_context_opts, check_stats_context, int_list, kaldi_bool, log,
+                              parser, setup_logging)
 from pynnet.io.errors import PynnetError, fail
-
-
-def _bool(v: str) -> bool:
-    if v not in ("true", "false"):
-        raise argparse.ArgumentTypeError("expected true or false")
-    return v == "true"
-
-
-def _parser(prog: str, desc: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=desc)
-
-
-def _setup_logging() -> None:
-    # Kaldi style: "WARNING (prog) message" on stderr; library warnings go through logging.
-    name = prog_name()
-    root = logging.getLogger("pynnet")
-    if not any(getattr(h, "_pynnet_tree", False) for h in root.handlers):
-        h = logging.StreamHandler(sys.stderr)
-        h.setFormatter(logging.Formatter(f"%(levelname)s ({name}) %(message)s"))
-        h._pynnet_tree = True  # type: ignore[attr-defined]
-        root.addHandler(h)
-        root.setLevel(logging.INFO)
-
-
-def _log(msg: str) -> None:
-    print(f"LOG ({prog_name()}) {msg}", file=sys.stderr, flush=True)
-
-
-def _int_list(spec: str, what: str) -> list[int]:
-    """Kaldi colon-separated integer list (``--ci-phones=1:2:3``); commas are accepted too."""
-    if not spec:
-        return []
-    try:
-        return [int(x) for x in spec.replace(",", ":").split(":") if x != ""]
-    except ValueError:
-        raise PynnetError(f"{what}: expected colon-separated integers, got '{spec}'") from None
 
 
 def _features(spec: str, cmvn_opts: str, delta_order: int):
@@ -86,9 +50,9 @@ def _read_phone_map(path: str) -> np.ndarray:
 
 
 def _stats_format_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kaldi-format", type=_bool, default=False, help="write Kaldi's treeacc format instead of "
-                   "pynnet's .npz (both are read by every program)")
-    p.add_argument("--binary", type=_bool, default=True, help="with --kaldi-format: binary or text")
+    p.add_argument("--kaldi-format", type=kaldi_bool, default=False, help="write Kaldi's treeacc format instead "
+                   "of pynnet's .npz (both are read by every program)")
+    add_binary_opt(p, "with --kaldi-format: binary or text")
 
 
 def _topology(path: str):
@@ -96,16 +60,23 @@ def _topology(path: str):
     return load_topology(path)
 
 
+def _load_stats(a: argparse.Namespace):
+    """``a.stats_in`` as TreeStats, with the context that ``add_context_opts(p, checked=True)`` gave."""
+    from pynnet.hmm.tree import TreeStats
+    stats = TreeStats.load(a.stats_in, a.context_width, a.central_position)
+    check_stats_context(stats, a, a.stats_in)
+    return stats
+
+
 # --------------------------------------------------------------------------- acc-tree-stats
 @cli
 def acc_tree_stats_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-acc-tree-stats", "Accumulate statistics for phonetic-context tree building "
-                "(Kaldi acc-tree-stats).  Usage: pynnet-acc-tree-stats [options] <model-in> "
-                "<features: data-dir | rspecifier> <alignments: ali.N.gz | ali-dir> <tree-accs-out>")
+    p = parser("pynnet-acc-tree-stats", "Accumulate statistics for phonetic-context tree building "
+               "(Kaldi acc-tree-stats).  Usage: pynnet-acc-tree-stats [options] <model-in> "
+               "<features: data-dir | rspecifier> <alignments: ali.N.gz | ali-dir> <tree-accs-out>")
     p.add_argument("--ci-phones", default="", help="colon-separated context-independent phones, e.g. 1:2:3 "
                    "(their context is not recorded)")
-    p.add_argument("--context-width", type=int, default=3)
-    p.add_argument("--central-position", type=int, default=1)
+    add_context_opts(p)
     p.add_argument("--phone-map", default="", help="file mapping phones (old new) before recording context")
     p.add_argument("--var-floor", type=float, default=0.01, help="accepted for Kaldi compatibility; the "
                    "variance floor is applied by build-tree/gmm-init-model")
@@ -117,7 +88,7 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
     p.add_argument("alignments")
     p.add_argument("accs_out")
     a = p.parse_args(argv)
-    _setup_logging()
+    setup_logging()
     from pynnet.hmm.ali_io import read_alignments
     from pynnet.hmm.model_io import read_model
     from pynnet.hmm.tree import accumulate_tree_stats
@@ -125,17 +96,17 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
     tm, _ = read_model(a.model)
     alis = read_alignments(a.alignments)
     phone_map = _read_phone_map(a.phone_map) if a.phone_map else None
-    ci = _int_list(a.ci_phones, "--ci-phones")
+    ci = int_list(a.ci_phones, "--ci-phones")
     items = ((utt, alis.get(utt), x) for utt, x in _features(a.features, a.cmvn_opts, a.delta_order))
     stats, counts = accumulate_tree_stats(tm, items, context_width=a.context_width,
                                           central_position=a.central_position, ci_phones=ci,
                                           phone_map=phone_map, progress=True)
     failed = counts["bad_length"] + counts["bad_ali"] + counts["no_feats"]
-    _log(f"Accumulated stats for {counts['done']} files, {counts['no_ali']} failed due to no alignment, "
+    log(f"Accumulated stats for {counts['done']} files, {counts['no_ali']} failed due to no alignment, "
          f"{failed} failed for other reasons.")
     if counts["done"] == 0:
         fail("no utterances accumulated (do the alignments match the features?)", a.alignments)
-    _log(f"Number of separate stats (context-dependent states) is {stats.num_events}")
+    log(f"Number of separate stats (context-dependent states) is {stats.num_events}")
     stats.save(a.accs_out, kaldi=a.kaldi_format, binary=a.binary)
     return 0
 
@@ -143,8 +114,8 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
 # --------------------------------------------------------------------------- sum-tree-stats
 @cli
 def sum_tree_stats_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-sum-tree-stats", "Sum tree statistics (Kaldi sum-tree-stats).  "
-                "Usage: pynnet-sum-tree-stats <stats-out> <stats-in1> [<stats-in2> ...]")
+    p = parser("pynnet-sum-tree-stats", "Sum tree statistics (Kaldi sum-tree-stats).  "
+               "Usage: pynnet-sum-tree-stats <stats-out> <stats-in1> [<stats-in2> ...]")
     _stats_format_opts(p)
     p.add_argument("stats_out")
     p.add_argument("stats_in", nargs="+")
@@ -155,7 +126,7 @@ def sum_tree_stats_main(argv: list[str] | None = None) -> int:
         total = sum_tree_stats(parts)
     except PynnetError as e:
         fail(str(e), a.stats_in[-1])
-    _log(f"Wrote summed accs ({total.num_events} separate stats, {total.total_count():.0f} frames)")
+    log(f"Wrote summed accs ({total.num_events} separate stats, {total.total_count():.0f} frames)")
     total.save(a.stats_out, kaldi=a.kaldi_format, binary=a.binary)
     return 0
 
@@ -163,58 +134,53 @@ def sum_tree_stats_main(argv: list[str] | None = None) -> int:
 # --------------------------------------------------------------------------- cluster-phones
 @cli
 def cluster_phones_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-cluster-phones", "Cluster phones (or sets of phones) into a tree of sets for "
-                "automatic question generation (Kaldi cluster-phones).  Usage: pynnet-cluster-phones "
-                "[options] <tree-stats-in> <phone-sets-in> <clustered-phones-out>")
+    p = parser("pynnet-cluster-phones", "Cluster phones (or sets of phones) into a tree of sets for "
+               "automatic question generation (Kaldi cluster-phones).  Usage: pynnet-cluster-phones "
+               "[options] <tree-stats-in> <phone-sets-in> <clustered-phones-out>")
     p.add_argument("--pdf-class-list", default="1", help="colon-separated pdf-classes whose stats are "
                    "pooled per phone (default 1, the middle state)")
     p.add_argument("--mode", choices=["questions", "k-means"], default="questions")
     p.add_argument("--num-classes", type=int, default=1, help="number of classes for --mode=k-means")
     p.add_argument("--var-floor", type=float, default=0.01)
-    p.add_argument("--context-width", type=int, default=3, help="must match acc-tree-stats (checked)")
-    p.add_argument("--central-position", type=int, default=1, help="must match acc-tree-stats (checked)")
+    add_context_opts(p, checked=True)
     p.add_argument("stats_in")
     p.add_argument("sets_in")
     p.add_argument("out")
     a = p.parse_args(argv)
-    _setup_logging()
+    setup_logging()
     from pynnet.hmm.questions import cluster_phones, kmeans_cluster_phones, write_int_sets
-    from pynnet.hmm.tree import TreeStats, read_int_sets
-    stats = TreeStats.load(a.stats_in, a.context_width, a.central_position)
-    if (stats.context_width, stats.central_position) != (a.context_width, a.central_position):
-        fail(f"stats have context width {stats.context_width} / central position {stats.central_position}, "
-             f"options say {a.context_width} / {a.central_position}", a.stats_in)
+    from pynnet.hmm.tree import read_int_sets
+    stats = _load_stats(a)
     sets = read_int_sets(a.sets_in)
     if not sets:
         fail("no phone sets", a.sets_in)
     allp = [x for s in sets for x in s]
     if len(allp) != len(set(allp)):
         fail("a phone is in more than one set", a.sets_in)
-    pdf_classes = _int_list(a.pdf_class_list, "--pdf-class-list")
+    pdf_classes = int_list(a.pdf_class_list, "--pdf-class-list")
     if a.mode == "questions":
         out = cluster_phones(stats, sets, pdf_classes=pdf_classes, var_floor=a.var_floor)
     else:
         out = kmeans_cluster_phones(stats, sets, a.num_classes, pdf_classes=pdf_classes, var_floor=a.var_floor)
     write_int_sets(a.out, out)
-    _log(f"Wrote {len(out)} phone sets to {a.out}")
+    log(f"Wrote {len(out)} phone sets to {a.out}")
     return 0
 
 
 # --------------------------------------------------------------------------- compile-questions
 @cli
 def compile_questions_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-compile-questions", "Compile questions (Kaldi compile-questions).  "
-                "Usage: pynnet-compile-questions [options] <topo> <questions-text-file> <questions-out>")
-    p.add_argument("--binary", type=_bool, default=True)
-    p.add_argument("--context-width", type=int, default=3)
-    p.add_argument("--central-position", type=int, default=1)
+    p = parser("pynnet-compile-questions", "Compile questions (Kaldi compile-questions).  "
+               "Usage: pynnet-compile-questions [options] <topo> <questions-text-file> <questions-out>")
+    add_binary_opt(p)
+    add_context_opts(p)
     p.add_argument("--num-iters-refine", type=int, default=0, help="kept in the file; pynnet's build-tree "
                    "does not refine questions")
     p.add_argument("topo")
     p.add_argument("questions_in")
     p.add_argument("questions_out")
     a = p.parse_args(argv)
-    _setup_logging()
+    setup_logging()
     from pynnet.hmm.questions import compile_questions
     from pynnet.hmm.tree import phone_to_num_pdf_classes, read_int_sets
     topo = _topology(a.topo)
@@ -227,39 +193,35 @@ def compile_questions_main(argv: list[str] | None = None) -> int:
     except PynnetError as e:
         fail(str(e), a.questions_in)
     q.write(a.questions_out, a.binary)
-    _log(f"Wrote questions to {a.questions_out}")
+    log(f"Wrote questions to {a.questions_out}")
     return 0
 
 
 # --------------------------------------------------------------------------- build-tree
 @cli
 def build_tree_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-build-tree", "Build a phonetic decision tree (Kaldi build-tree).  Usage: "
-                "pynnet-build-tree [options] <tree-stats-in> <roots-file> <questions-file> <topo-file> <tree-out>")
-    p.add_argument("--binary", type=_bool, default=True)
+    p = parser("pynnet-build-tree", "Build a phonetic decision tree (Kaldi build-tree).  Usage: "
+               "pynnet-build-tree [options] <tree-stats-in> <roots-file> <questions-file> <topo-file> <tree-out>")
+    add_binary_opt(p)
     p.add_argument("--thresh", type=float, default=300.0, help="minimum log-likelihood gain of a split")
     p.add_argument("--max-leaves", type=int, default=0, help="maximum number of leaves (0: no limit)")
     p.add_argument("--cluster-thresh", type=float, default=-1.0, help="merge leaves whose merge costs less "
                    "than this (-1: the smallest split made; 0: no clustering)")
     p.add_argument("--var-floor", type=float, default=0.01)
-    p.add_argument("--context-width", type=int, default=3, help="must match acc-tree-stats (checked)")
-    p.add_argument("--central-position", type=int, default=1, help="must match acc-tree-stats (checked)")
+    add_context_opts(p, checked=True)
     p.add_argument("stats_in")
     p.add_argument("roots")
     p.add_argument("questions")
     p.add_argument("topo")
     p.add_argument("tree_out")
     a = p.parse_args(argv)
-    _setup_logging()
+    setup_logging()
     import time
 
     from pynnet.hmm.questions import Questions
-    from pynnet.hmm.tree import TreeStats, build_tree, phone_to_num_pdf_classes, read_roots
+    from pynnet.hmm.tree import build_tree, phone_to_num_pdf_classes, read_roots
     from pynnet.hmm.tree_io import write_tree
-    stats = TreeStats.load(a.stats_in, a.context_width, a.central_position)
-    if (stats.context_width, stats.central_position) != (a.context_width, a.central_position):
-        fail(f"stats have context width {stats.context_width} / central position {stats.central_position}, "
-             f"options say {a.context_width} / {a.central_position}", a.stats_in)
+    stats = _load_stats(a)
     if stats.num_events == 0:
         fail("no statistics", a.stats_in)
     roots = read_roots(a.roots)
@@ -274,25 +236,25 @@ def build_tree_main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     tree, info = build_tree(stats, roots, questions, npc, thresh=a.thresh, max_leaves=a.max_leaves,
                             cluster_thresh=a.cluster_thresh, var_floor=a.var_floor, progress=True)
-    _log(f"BuildTree: {info.summary()} ({time.time() - t0:.1f} s)")
+    log(f"BuildTree: {info.summary()} ({time.time() - t0:.1f} s)")
     # Kaldi warns about pdfs with little data (they will be poorly trained)
     from pynnet.hmm.tree import leaf_stats
     cnt, _, _, _ = leaf_stats(stats, tree.to_pdf, tree.num_pdfs)
     low = np.flatnonzero(cnt < 100.0)
     if low.size:
-        _log(f"{low.size} pdfs have a count below 100 (e.g. pdf {int(low[0])}: {cnt[low[0]]:.0f})")
+        log(f"{low.size} pdfs have a count below 100 (e.g. pdf {int(low[0])}: {cnt[low[0]]:.0f})")
     write_tree(a.tree_out, tree, a.binary)
-    _log(f"Wrote tree with {tree.num_pdfs} pdfs to {a.tree_out}")
+    log(f"Wrote tree with {tree.num_pdfs} pdfs to {a.tree_out}")
     return 0
 
 
 # --------------------------------------------------------------------------- gmm-init-model
 @cli
 def gmm_init_model_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-gmm-init-model", "Initialise a GMM from a decision tree and tree stats (Kaldi "
-                "gmm-init-model).  Usage: pynnet-gmm-init-model [options] <tree-in> <tree-stats-in> "
-                "<topo-file> <model-out> [<old-tree> <old-model>]")
-    p.add_argument("--binary", type=_bool, default=True)
+    p = parser("pynnet-gmm-init-model", "Initialise a GMM from a decision tree and tree stats (Kaldi "
+               "gmm-init-model).  Usage: pynnet-gmm-init-model [options] <tree-in> <tree-stats-in> "
+               "<topo-file> <model-out> [<old-tree> <old-model>]")
+    add_binary_opt(p)
     p.add_argument("--var-floor", type=float, default=0.01)
     p.add_argument("--write-occs", default="", help="write the per-pdf occupation counts (Kaldi vector) here")
     p.add_argument("tree")
@@ -301,7 +263,7 @@ def gmm_init_model_main(argv: list[str] | None = None) -> int:
     p.add_argument("model_out")
     p.add_argument("old", nargs="*", metavar="old-tree old-model")
     a = p.parse_args(argv)
-    _setup_logging()
+    setup_logging()
     from pynnet.hmm.convert import init_model_from_tree_stats
     from pynnet.hmm.model_io import write_model
     from pynnet.hmm.tree import TreeStats
@@ -328,7 +290,7 @@ def gmm_init_model_main(argv: list[str] | None = None) -> int:
     write_model(a.model_out, tm, am, a.binary)
     if a.write_occs:
         _write_vector(a.write_occs, occs, a.binary)
-    _log(f"Wrote model with {am.num_pdfs} pdfs ({tm.num_transition_ids} transition-ids) to {a.model_out}")
+    log(f"Wrote model with {am.num_pdfs} pdfs ({tm.num_transition_ids} transition-ids) to {a.model_out}")
     return 0
 
 
@@ -345,9 +307,9 @@ def _write_vector(path: str, v: np.ndarray, binary: bool) -> None:
 # --------------------------------------------------------------------------- convert-ali
 @cli
 def convert_ali_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-convert-ali", "Convert alignments from one decision tree / model to another, "
-                "keeping phones and HMM states (Kaldi convert-ali).  Usage: pynnet-convert-ali [options] "
-                "<old-model> <new-model> <new-tree> <alignments-in: ali.N.gz> <alignments-out: ali.N.gz>")
+    p = parser("pynnet-convert-ali", "Convert alignments from one decision tree / model to another, "
+               "keeping phones and HMM states (Kaldi convert-ali).  Usage: pynnet-convert-ali [options] "
+               "<old-model> <new-model> <new-tree> <alignments-in: ali.N.gz> <alignments-out: ali.N.gz>")
     p.add_argument("--phone-map", default="", help="map the old model's phones to the new model's (lines "
                    "'old new'), as Kaldi convert-ali --phone-map")
     p.add_argument("old_model")
@@ -356,7 +318,7 @@ def convert_ali_main(argv: list[str] | None = None) -> int:
     p.add_argument("ali_in")
     p.add_argument("ali_out")
     a = p.parse_args(argv)
-    _setup_logging()
+    setup_logging()
     from pynnet.hmm.ali_io import read_alignments, write_alignments
     from pynnet.hmm.convert import convert_alignments
     from pynnet.hmm.model_io import read_model
@@ -370,7 +332,7 @@ def convert_ali_main(argv: list[str] | None = None) -> int:
     phone_map = _read_phone_map(a.phone_map) if a.phone_map else None
     out = list(convert_alignments(old_tm, new_tm, tree, alis, phone_map))
     write_alignments(a.ali_out, out)
-    _log(f"Succeeded converting alignments for {len(out)} files, failed for {len(alis) - len(out)}")
+    log(f"Succeeded converting alignments for {len(out)} files, failed for {len(alis) - len(out)}")
     if not out and alis:
         fail("no alignment could be converted", a.ali_in)
     return 0
@@ -379,7 +341,7 @@ def convert_ali_main(argv: list[str] | None = None) -> int:
 # --------------------------------------------------------------------------- tree-info / copy-tree
 @cli
 def tree_info_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-tree-info", "Print information about a tree (Kaldi tree-info).  Usage: pynnet-tree-info <tree>")
+    p = parser("pynnet-tree-info", "Print information about a tree (Kaldi tree-info).  Usage: pynnet-tree-info <tree>")
     p.add_argument("tree")
     a = p.parse_args(argv)
     from pynnet.hmm.tree_io import read_tree_py
@@ -392,9 +354,9 @@ def tree_info_main(argv: list[str] | None = None) -> int:
 
 @cli
 def copy_tree_main(argv: list[str] | None = None) -> int:
-    p = _parser("pynnet-copy-tree", "Copy a tree, e.g. to text form (Kaldi copy-tree).  "
-                "Usage: pynnet-copy-tree [--binary=false] <tree-in> <tree-out>")
-    p.add_argument("--binary", type=_bool, default=True)
+    p = parser("pynnet-copy-tree", "Copy a tree, e.g. to text form (Kaldi copy-tree).  "
+               "Usage: pynnet-copy-tree [--binary=false] <tree-in> <tree-out>")
+    add_binary_opt(p)
     p.add_argument("tree_in")
     p.add_argument("tree_out")
     a = p.parse_args(argv)
