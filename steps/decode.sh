@@ -37,22 +37,15 @@ Options:
 
 . ./path.sh 2>/dev/null || true
 . utils/parse_options.sh || exit 1
+. steps/libs/decode.sh
 
-if [ $# -ne 3 ]; then
-  printf "%s\n" "$help_message" >&2
-  exit 1
-fi
+decode_args "$@"  # graphdir data dir srcdir
 
-graphdir=$1
-data=$2
-dir=$3
-srcdir=$(dirname "$dir")
 [ -z "$model" ] && model=$srcdir/$iter.mdl
 
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$model"; do
   [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
-case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
 
 cmvn_opts=
 delta_opts="--delta-order 2"  # Kaldi's add-deltas default when the exp dir has no delta_opts
@@ -65,28 +58,16 @@ if ! echo " $cmvn_opts " | grep -q -- "--norm-means=false"; then
   [ -f "$data/cmvn.scp" ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
 fi
 
-mkdir -p "$dir/log"
-echo "$nj" > "$dir/num_jobs"
-sdata=$data/split$nj
-[[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
+decode_setup  # checks --nj, makes the decode dir, sets sdata
 
 if [ "$stage" -le 0 ]; then
-  rm -f "$dir"/lat.*.gz
   echo "$0: decoding $data with $model ($nj jobs)"
   # shellcheck disable=SC2086
-  if ! $cmd JOB=1:$nj "$dir/log/decode.JOB.log" \
-      pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
-        --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
-        --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
-        "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "ark:|gzip -c > $dir/lat.JOB.gz"; then
-    rm -f "$dir"/lat.*.gz  # the gzip pipes leave partial lattices behind
-    for n in $(seq "$nj"); do
-      err=$(grep -m1 "^ERROR" "$dir/log/decode.$n.log" 2>/dev/null || true)
-      if [ -n "$err" ]; then echo "$0: decoding failed: $err (see $dir/log/decode.$n.log)" >&2; exit 1; fi
-    done
-    echo "$0: decoding failed, see $dir/log/decode.*.log" >&2
-    exit 1
-  fi
+  decode_run_jobs \
+    pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
+      --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
+      --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
+      "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "ark:|gzip -c > $dir/lat.JOB.gz"
   # Real-time factor summed over jobs (each job logs Kaldi's "Time taken ...s" and its frames).
   awk -v prog="$0" '/: Time taken/ {t += $5 + 0} /CPU time taken/ {c += $6 + 0}
     /Overall log-likelihood per frame/ {f += $(NF-1)}
@@ -94,14 +75,6 @@ if [ "$stage" -le 0 ]; then
     $(seq -f "$dir/log/decode.%g.log" "$nj")  # not stale logs of an earlier run with more jobs
 fi
 
-if ! $skip_scoring; then
-  if [ -x local/score.sh ]; then
-    # shellcheck disable=SC2086
-    local/score.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
-  else
-    # shellcheck disable=SC2086
-    steps/score_kaldi.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
-  fi
-fi
+decode_score
 echo "$0: done decoding $dir"
 exit 0

@@ -57,19 +57,8 @@ if [ -z "$cmvn_opts" ] || ! echo "$cmvn_opts" | grep -q -- "--norm-means=false";
   [ -f $data/cmvn.scp ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
 fi
 
-mkdir -p $dir/log
-echo $nj > $dir/num_jobs
-sdata=$data/split$nj
-[[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
-cp $lang/phones.txt $dir
-echo "$cmvn_opts" > $dir/cmvn_opts
-echo "--delta-order $delta_order" > $dir/delta_opts
-feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order")
-# Processed features (CMVN + deltas) are cached per job for the training passes.
-cache_opts="--feats-cache $dir/cache/feats.JOB.npz"
-mkdir -p $dir/cache
-silphones=$(cat $lang/phones/optional_silence.csl)
-boost_opts="--boost-silence $boost_silence --silence-phones $silphones"
+. steps/libs/train_gmm.sh
+gmm_train_setup  # sdata, feat_opts, cache_opts, boost_opts
 
 if [ $stage -le -3 ]; then
   echo "$0: initializing monophone system"
@@ -110,22 +99,7 @@ x=1
 while [ $x -lt $num_iters ]; do
   echo "$0: pass $x"
   if [ $stage -le $x ]; then
-    if echo " $realign_iters " | grep -q " $x "; then
-      echo "$0: aligning data"
-      # aligns with the silence-boosted model, accumulates stats of the model itself (as Kaldi's
-      # gmm-align-compiled | gmm-acc-stats-ali), in one job
-      $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
-        pynnet-gmm-align-compiled "${feat_opts[@]}" $cache_opts $scale_opts $boost_opts --beam $beam \
-          --retry-beam $((beam * 4)) --careful $careful --acc-out $dir/$x.JOB.acc \
-          $dir/$x.mdl $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
-    else
-      $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log \
-        pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $cache_opts $dir/$x.mdl $sdata/JOB $dir/ali.JOB.gz $dir/$x.JOB.acc
-    fi
-    $cmd $dir/log/update.$x.log \
-      pynnet-gmm-est --write-occs $dir/$((x + 1)).occs --mix-up $numgauss --power $power --seed $x \
-        $dir/$x.mdl $(for n in $(seq $nj); do echo $dir/$x.$n.acc; done) $dir/$((x + 1)).mdl
-    rm -f $dir/$x.*.acc $dir/$x.occs
+    gmm_train_pass $x $beam $((beam * 4))
   fi
   if [ $x -le $max_iter_inc ]; then
     numgauss=$((numgauss + incgauss))
@@ -134,11 +108,5 @@ while [ $x -lt $num_iters ]; do
   x=$((x + 1))
 done
 
-( cd $dir; rm -f final.mdl final.occs; ln -s $x.mdl final.mdl; ln -s $x.occs final.occs )
-rm -rf $dir/cache
-
-# Diagnostics as Kaldi prints them: likelihood per pass, alignment failures.
-cat $dir/log/acc.$((x - 1)).1.log $dir/log/align.$((x - 1)).1.log 2>/dev/null | grep -h "Overall avg like per frame" | sed "s|^|$0: last pass (job 1): |" || true
-nfail=$(cat $dir/log/align.*.*.log 2>/dev/null | grep -c "^WARNING: alignment failed" || true)
-[ "$nfail" -gt 0 ] && echo "$0: $nfail utterance alignments failed over all passes (see $dir/log/align.*.log)"
+gmm_train_finish $x
 echo "$0: Done training monophone system in $dir"

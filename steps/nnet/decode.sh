@@ -36,27 +36,17 @@ Options:
 
 . ./path.sh 2>/dev/null || true
 . utils/parse_options.sh || exit 1
+. steps/libs/decode.sh
 
-if [ $# -ne 3 ]; then
-  printf "%s\n" "$help_message" >&2
-  exit 1
-fi
-graphdir=$1
-data=$2
-dir=$3
-srcdir=$(dirname "$dir")
+decode_args "$@"  # graphdir data dir srcdir
 [ -z "$nnet" ] && nnet=$srcdir/final.nnet
 [ -z "$model" ] && model=$srcdir/final.mdl
 
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$nnet" "$model"; do
   [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
-case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
 
-mkdir -p "$dir/log"
-echo "$nj" > "$dir/num_jobs"
-sdata=$data/split$nj
-[[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
+decode_setup  # checks --nj, makes the decode dir, sets sdata
 
 # per-speaker CMVN only if the DNN was trained with it (its input pipeline says so)
 cmvn_args=""
@@ -66,33 +56,16 @@ if pynnet-nnet-info "$nnet" | grep -q "'apply_cmvn': True"; then
 fi
 
 if [ "$stage" -le 0 ]; then
-  rm -f "$dir"/lat.*.gz
   echo "$0: decoding $data with $nnet ($nj jobs)"
   # shellcheck disable=SC2086
-  if ! $cmd JOB=1:$nj "$dir/log/decode.JOB.log" \
-      pynnet-nnet-forward --prior-subtract --device $device $cmvn_args "$nnet" "scp:$sdata/JOB/feats.scp" ark:- \| \
-      pynnet-decode-faster-mapped --max-active $max_active --min-active $min_active --beam $beam \
-        --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
-        --word-symbol-table "$graphdir/words.txt" "$model" "$graphdir/HCLG.fst" ark:- \
-        "ark:|gzip -c > $dir/lat.JOB.gz"; then
-    rm -f "$dir"/lat.*.gz
-    for n in $(seq "$nj"); do
-      err=$(grep -m1 "^ERROR" "$dir/log/decode.$n.log" 2>/dev/null || true)
-      if [ -n "$err" ]; then echo "$0: decoding failed: $err (see $dir/log/decode.$n.log)" >&2; exit 1; fi
-    done
-    echo "$0: decoding failed, see $dir/log/decode.*.log" >&2
-    exit 1
-  fi
+  decode_run_jobs \
+    pynnet-nnet-forward --prior-subtract --device $device $cmvn_args "$nnet" "scp:$sdata/JOB/feats.scp" ark:- \| \
+    pynnet-decode-faster-mapped --max-active $max_active --min-active $min_active --beam $beam \
+      --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
+      --word-symbol-table "$graphdir/words.txt" "$model" "$graphdir/HCLG.fst" ark:- \
+      "ark:|gzip -c > $dir/lat.JOB.gz"
 fi
 
-if ! $skip_scoring; then
-  if [ -x local/score.sh ]; then
-    # shellcheck disable=SC2086
-    local/score.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
-  else
-    # shellcheck disable=SC2086
-    steps/score_kaldi.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
-  fi
-fi
+decode_score
 echo "$0: done decoding $dir"
 exit 0
