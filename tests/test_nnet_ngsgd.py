@@ -224,7 +224,8 @@ def test_ngsgd_layer_gradient_is_preconditioned_outer_product_over_steps():
     layer.grad_hook = spy
     for i in range(0, 256, 32):
         F.cross_entropy(m(x[i:i + 32]), y[i:i + 32], reduction="sum").backward()
-        xa = torch.cat([captured["x"], torch.ones(32, 1)], 1)
+        xa = captured["x"]            # the hook gets [x 1]
+        assert xa.shape == (32, 11) and torch.equal(xa[:, -1], torch.ones(32))
         p_in, gi, _ = ref_in.precondition(xa)
         p_out, go, _ = ref_out.precondition(captured["g"])
         expect = gi * go * p_out.t() @ p_in

@@ -37,8 +37,7 @@ class Optimizer(abc.ABC):
         for layer in self.layers:
             layer.grad_hook = self._hook
 
-    def _hook(self, layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
-        xa = layer.augmented_input(x)
+    def _hook(self, layer: Affine, xa: torch.Tensor, g: torch.Tensor) -> None:
         if self.fused_lr is not None and self.fusable:
             with torch.no_grad():
                 layer.wb.addmm_(g.t(), xa, alpha=-self.fused_lr)
@@ -148,14 +147,14 @@ class NgSgd(Optimizer):
         self._index = {id(layer): i for i, layer in enumerate(self.layers)}
         self.last_scales: list[float] = [1.0] * len(self.layers)
 
-    def _hook(self, layer: Affine, x: torch.Tensor, g: torch.Tensor) -> None:
+    def _hook(self, layer: Affine, xa: torch.Tensor, g: torch.Tensor) -> None:
         i = self._index[id(layer)]
-        # [x 1] is the layer's own scratch buffer; g is only needed here (dL/dx was computed
-        # from it already), so both are preconditioned in place
-        p_in, gam_in, rows_in = self.pre_in[i].precondition(layer.augmented_input(x), inplace=True)
+        # [x 1] and g are the caller's scratch buffers, only needed here (dL/dx was computed
+        # from g already), so both are preconditioned in place
+        p_in, gam_in, rows_in = self.pre_in[i].precondition(xa, inplace=True)
         p_out, gam_out, rows_out = self.pre_out[i].precondition(g, inplace=True)
         self._change[i] = float((rows_in * rows_out).sqrt().sum())
-        self._n[i] = x.shape[0]
+        self._n[i] = xa.shape[0]
         if self.fused_lr is not None:
             scale = self._max_change_scale(i, self.fused_lr)
             with torch.no_grad():
