@@ -231,3 +231,83 @@ def test_ngsgd_layer_gradient_is_preconditioned_outer_product_over_steps():
         expect = gi * go * p_out.t() @ p_in
         assert torch.allclose(layer.grad, expect, rtol=1e-4, atol=1e-5), i
         opt.step(0.001)
+
+
+@pytest.mark.parametrize("act", ["sigmoid", "relu"])
+@pytest.mark.parametrize("name", ["sgd", "ngsgd"])
+def test_fast_stack_equals_layer_by_layer(act, name):
+    """The hand-written training stack (bias inside the GEMM, activations written into the next
+    layer's [x 1] buffer) = the per-layer autograd path: logits, updates, NG-SGD state, over several
+    fused minibatches including a short last one."""
+    x, y = _toy_problem(n=200)
+    m1 = Dnn(10, [16, 16], 6, act, context=0)
+    m1.init_random(0)
+    m2 = Dnn(10, [16, 16], 6, act, context=0)
+    m2.load_state_dict(m1.state_dict())
+    m2.fast_stack = False
+    o1, o2 = make_optimizer(name, m1), make_optimizer(name, m2)
+    o1.fused_lr = o2.fused_lr = 0.05
+    for i in range(0, 200, 48):          # 4 x 48 frames, then 8
+        outs = []
+        for m, o in ((m1, o1), (m2, o2)):
+            out = m(x[i:i + 48])
+            F.cross_entropy(out, y[i:i + 48], reduction="sum").backward()
+            o.step(0.05)
+            outs.append(out.detach())
+        assert torch.allclose(outs[0], outs[1], rtol=1e-4, atol=1e-5), i
+    for a1, a2 in zip(m1.affines, m2.affines):
+        assert torch.allclose(a1.wb, a2.wb, rtol=1e-4, atol=1e-5)
+    if name == "ngsgd":
+        for p1, p2 in zip(o1.pre_in + o1.pre_out, o2.pre_in + o2.pre_out):
+            assert p1.t == p2.t == 5 and torch.allclose(p1.R, p2.R, atol=1e-4)
+    w0 = Dnn(10, [16, 16], 6, act, context=0)
+    w0.init_random(0)
+    assert not torch.allclose(m1.affines[1].wb, w0.affines[1].wb, atol=1e-3)
+
+
+def test_fast_stack_is_used_and_survives_two_pending_forwards():
+    """Two forwards before their backwards (in either order) give each backward its own buffers."""
+    x, y = _toy_problem(n=96)
+    m1 = Dnn(10, [16, 16], 6, "sigmoid", context=0)
+    m1.init_random(0)
+    m2 = Dnn(10, [16, 16], 6, "sigmoid", context=0)
+    m2.load_state_dict(m1.state_dict())
+    m2.fast_stack = False
+    make_optimizer("sgd", m1), make_optimizer("sgd", m2)   # gradients into layer.grad
+    grads = []
+    for m in (m1, m2):
+        out_a, out_b = m(x[:48]), m(x[48:])
+        assert ("FastStack" in type(out_a.grad_fn).__name__) == (m is m1)
+        got = []
+        for out, yy in ((out_b, y[48:]), (out_a, y[:48])):
+            F.cross_entropy(out, yy, reduction="sum").backward()
+            got.append([a.grad.clone() for a in m.affines])
+        grads.append(got)
+    for g1, g2 in zip(grads[0], grads[1]):
+        for a, b in zip(g1, g2):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(grads[0][0][0], grads[0][1][0])
+
+
+def test_weight_rows_stay_aligned_and_model_files_do_not(tmp_path):
+    """[W b] keeps a 64-byte-aligned row stride through dtype changes, copies and loading; the model
+    file holds plain contiguous tensors."""
+    import copy
+    from pynnet.nnet.model import load_model, save_model
+    m = Dnn(13, [40], 7, "sigmoid", context=0)
+    m.init_random(0)
+    assert [a.wb.stride() for a in m.affines] == [(16, 1), (48, 1)]
+    assert m.double().affines[1].wb.stride() == (48, 1)
+    m.float()
+    save_model(tmp_path / "m.nnet", m)
+    sd = torch.load(tmp_path / "m.nnet", weights_only=False)["state_dict"]
+    assert sd["layers.0.wb"].is_contiguous() and sd["layers.0.wb"].shape == (40, 14)
+    m2 = load_model(tmp_path / "m.nnet")
+    assert m2.affines[0].wb.stride() == (16, 1)
+    assert torch.equal(m2.affines[0].wb, m.affines[0].wb)
+    c = copy.deepcopy(m)
+    make_optimizer("sgd", c).fused_lr = 0.01
+    x, y = _toy_problem(n=16, d=13)
+    F.cross_entropy(c(x), y % 7, reduction="sum").backward()
+    assert c.affines[0].wb.stride() == (16, 1)        # re-aligned when training starts
+    assert "_free_buffers" not in copy.deepcopy(c).__dict__

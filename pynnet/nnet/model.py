@@ -231,6 +231,7 @@ def _activation(name: str, group: int) -> nn.Module:
 
 class Dnn(nn.Module):
     """Feature transform + hidden layers + output affine (softmax applied by the loss / forward)."""
+    fast_stack = True   # use _FastStack when it applies (False: layer by layer, for comparisons)
 
     def __init__(self, input_dim: int, hidden_dims: list[int], output_dim: int,
                  activation: str = "sigmoid", context: int = 5, pnorm_group: int = 10,
@@ -284,7 +285,7 @@ class Dnn(nn.Module):
     def _fast_training(self, x: torch.Tensor) -> bool:
         """Training with optimizer hooks on every layer, sigmoid/ReLU units, no dL/dinput wanted:
         the hand-written stack (_FastStack) applies."""
-        if not torch.is_grad_enabled() or x.requires_grad or x.dim() != 2 or x.shape[0] == 0:
+        if not self.fast_stack or not torch.is_grad_enabled() or x.requires_grad or x.dim() != 2 or x.shape[0] == 0:
             return False
         if self.arch["activation"] not in ("sigmoid", "relu"):
             return False
@@ -295,12 +296,17 @@ class Dnn(nn.Module):
     def _take_buffers(self, n: int, like: torch.Tensor) -> _StackBuffers:
         """The training buffers, taken until the backward gives them back (a second forward before
         that backward gets fresh ones, so nothing a pending backward needs is overwritten)."""
+        for a in self.affines:      # after a deepcopy or load_state_dict(assign=True)
+            a.ensure_padded()
         b = self.__dict__.pop("_free_buffers", None)
         if b is None or not b.fits(n, like):
-            for a in self.affines:
-                a.ensure_padded()
             b = _StackBuffers(self.affines, n, like)
         return b
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_free_buffers", None)   # scratch, not model state (copies and pickles skip it)
+        return state
 
     def utterance_logits(self, feats: torch.Tensor) -> torch.Tensor:
         """Base features of one utterance (T x input_dim) -> logits (T x pdfs)."""
