@@ -5,7 +5,9 @@ Measures torch.mm GFLOP/s on large square matrices (all threads), then frames/s 
 step (forward, backward, update) of the Switchboard-shaped DNN (429 inputs = 11 x 39, 7 x 2048
 sigmoid, 9304 outputs, ~46M parameters) with plain SGD and with NG-SGD at minibatch 256 and
 1024. peak fraction = 6 x parameters x frames/s / peak (3 GEMMs of 2 flops per weight per frame).
-Each figure is the fastest of several steps (the machine may be shared). Prints ONE JSON line last.
+Each figure is the fastest of several steps (the machine may be shared). Also measured: the same
+fraction for the step's GEMMs alone (forward, dL/dx, update of every layer at its real shapes and
+layouts, nothing else): the ceiling for this model on this BLAS. Prints ONE JSON line last.
 
     python bench/train_throughput.py [--threads N] [--steps 8] [--clock wall|cpu] [--quick]
 """
@@ -21,7 +23,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from pynnet.nnet.model import Dnn
+from pynnet.nnet.model import Dnn, _padded_empty
 from pynnet.nnet.optim import make_optimizer
 
 
@@ -38,6 +40,36 @@ def gemm_gflops(n: int, reps: int) -> float:
         torch.mm(a, b, out=c)
         best = min(best, CLOCK() - t)
     return 2 * n ** 3 / best / 1e9
+
+
+def gemm_only_fps(model: Dnn, mb: int, reps: int) -> float:
+    """Frames/s of the training step's GEMMs alone: per layer [x 1][W b]^T into the next layer's
+    input buffer, dL/dx = g W (not for the first layer, as in training) and W += -lr g^T [x 1]."""
+    affs = model.affines
+    xa = [_padded_empty(mb, a.in_dim + 1, like=a.wb).normal_() for a in affs]
+    gs = [torch.randn(mb, a.out_dim) for a in affs]
+    gx = [_padded_empty(mb, a.in_dim, like=a.wb) for a in affs]
+    outs = [xa[k + 1][:, :-1] for k in range(len(affs) - 1)] + [torch.empty(mb, affs[-1].out_dim)]
+    saved = [a.wb.detach().clone() for a in affs]
+
+    def once():
+        with torch.no_grad():
+            for k, a in enumerate(affs):
+                torch.mm(xa[k], a.wb.t(), out=outs[k])
+            for k in range(len(affs) - 1, -1, -1):
+                if k > 0:
+                    torch.mm(gs[k], affs[k].wb[:, :-1], out=gx[k])
+                affs[k].wb.addmm_(gs[k].t(), xa[k], alpha=-1e-12)
+    once()
+    best = float("inf")
+    for _ in range(reps):
+        t = CLOCK()
+        once()
+        best = min(best, CLOCK() - t)
+    with torch.no_grad():
+        for a, w in zip(affs, saved):
+            a.wb.copy_(w)
+    return mb / best
 
 
 def train_fps(model: Dnn, opt_name: str, mb: int, steps: int, warmup: int = 2, fused: bool = True) -> float:
@@ -88,6 +120,10 @@ def main() -> int:
            "loadavg_at_start": round(os.getloadavg()[0], 2), "clock": a.clock}
     for mb in (256, 1024):
         fps = {}
+        g_fps = gemm_only_fps(model, mb, 4 if mb == 256 else 3)
+        res[f"gemm_only_fraction_mb{mb}"] = round(6 * nparam * g_fps / (peak * 1e9), 3)
+        print(f"mb {mb} GEMMs alone: {g_fps:.0f} frames/s = {100 * res[f'gemm_only_fraction_mb{mb}']:.1f}% of peak",
+              file=sys.stderr)
         for opt in ("sgd", "ngsgd"):
             fps[opt] = train_fps(model, opt, mb, a.steps if mb == 256 else max(3, a.steps // 2))
             frac = 6 * nparam * fps[opt] / (peak * 1e9)
