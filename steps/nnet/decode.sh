@@ -17,7 +17,7 @@ max_active=7000
 min_active=200
 stage=0
 skip_scoring=false
-scoring_opts=
+scoring_opts="--min-lmwt 4 --max-lmwt 15"  # nnet1's grid: DNN scores are sharper than GMM likelihoods
 device=cpu
 # End configuration section.
 
@@ -31,7 +31,7 @@ Options:
   --lattice-beam <float>      # (default $lattice_beam)
   --nnet <file>               # a DNN other than <decode-dir>/../final.nnet
   --skip-scoring <true|false> # (default $skip_scoring)
-  --scoring-opts <opts>       # e.g. \"--min-lmwt 7 --max-lmwt 17\"
+  --scoring-opts <opts>       # (default \"$scoring_opts\")
   --stage <stage>             # 1: only score"
 
 . ./path.sh 2>/dev/null || true
