@@ -315,6 +315,14 @@ def test_decode_sh_and_scoring_end_to_end(tmp_path):
     assert sum(s_i_d) == int(best[3])                       # errors at the best point
     assert (details / "per_spk").read_text().splitlines()[-2].split()[:4] == ["SUM", "raw", "5", "12"]
     assert (details / "ops").exists()
+    # --stage 1 re-scores the earlier decode's lattices (all of its jobs, whatever --nj says)
+    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--stage", "1", "--nj", "1",
+                        "--scoring-opts", "--min-lmwt 1 --max-lmwt 20",
+                        str(graph), str(data), str(dec)], cwd=ROOT, env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert (dec / "num_jobs").read_text().strip() == "2"
+    assert (dec / "scoring_kaldi" / "best_wer").read_text().split() == best
 
 
 def test_decode_sh_dimension_mismatch_is_one_line(tmp_path):

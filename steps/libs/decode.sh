@@ -20,7 +20,11 @@ decode_args() {
 decode_setup() {
   case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
   mkdir -p "$dir/log"
-  echo "$nj" > "$dir/num_jobs"
+  if [ "${stage:-0}" -ge 1 ] && [ -f "$dir/num_jobs" ]; then
+    nj=$(cat "$dir/num_jobs")  # --stage 1 only scores: the lattices are those of the earlier decode
+  else
+    echo "$nj" > "$dir/num_jobs"
+  fi
   sdata=$data/split$nj
   [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
 }
