@@ -287,6 +287,10 @@ def test_fast_stack_is_used_and_survives_two_pending_forwards():
         for a, b in zip(g1, g2):
             assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)
     assert not torch.allclose(grads[0][0][0], grads[0][1][0])
+    loss = F.cross_entropy(m1(x[:8]), y[:8], reduction="sum")
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="twice"):
+        loss.backward()
 
 
 def test_weight_rows_stay_aligned_and_model_files_do_not(tmp_path):

@@ -193,6 +193,10 @@ class _FastStack(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         model, bufs, n = ctx.model, ctx.bufs, ctx.n
+        if bufs is None:
+            raise RuntimeError("backward through the same training-stack forward twice "
+                               "(its buffers were consumed by the first backward)")
+        ctx.bufs = None
         affs = model.affines
         g = g.contiguous()
         for k in range(len(affs) - 1, -1, -1):
