@@ -29,7 +29,8 @@ _ALLOCATOR_TUNED = False
 def keep_large_blocks(limit_bytes: int = 256 << 20) -> bool:
     """Let glibc malloc serve blocks up to ``limit_bytes`` from the heap and keep freed memory.
 
-    By default glibc mmaps every block over 32 MB and unmaps it on free, so each training step's
+    By default glibc mmaps every block above its dynamic threshold (at most 32 MB) and unmaps it on
+    free, so each training step's
     fresh minibatch x 9304 logits / softmax / gradient tensors (38 MB each at minibatch 1024)
     page-fault and zero-fill again: ~2% of a step. Performance only (no effect on results); once per
     process; Linux/glibc only; PYNNET_NO_MALLOPT=1 turns it off."""
