@@ -316,17 +316,3 @@ def test_weight_rows_stay_aligned_and_model_files_do_not(tmp_path):
     assert c.affines[0].wb.stride() == (16, 1)        # re-aligned when training starts
     assert "_free_buffers" not in copy.deepcopy(c).__dict__
 
-
-@pytest.mark.skipif(not __import__("sys").platform.startswith("linux")
-                    or bool(__import__("os").environ.get("PYNNET_NO_MALLOPT")), reason="glibc only, not turned off")
-def test_optimizer_keeps_large_freed_blocks():
-    """After an optimizer is made, a freed 40 MB tensor's pages are reused, not faulted in again."""
-    import resource
-    from pynnet.nnet.optim import keep_large_blocks
-    make_optimizer("sgd", Dnn(4, [4], 3, "sigmoid", context=0))
-    assert keep_large_blocks()
-    for _ in range(2):
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t = torch.ones(10 << 20)   # 40 MB
-        del t
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0 < 1000   # 40 MB = 10240 pages

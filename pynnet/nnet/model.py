@@ -103,7 +103,7 @@ class Affine(nn.Module):
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
         self.in_dim, self.out_dim = in_dim, out_dim
-        self.wb = nn.Parameter(_padded_empty(out_dim, in_dim + 1, dtype=torch.float32).zero_())
+        self.wb = nn.Parameter(_padded_empty(out_dim, in_dim + 1).zero_())
         self.grad_hook: Callable | None = None   # set by an optimizer while training:
         # grad_hook(layer, xa, g): xa = [x 1] (N x in+1, the caller's scratch buffer: the hook may
         # overwrite it), g = dL/dy (N x out, also scratch); called after dL/dx has been formed

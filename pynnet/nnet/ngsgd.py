@@ -159,12 +159,16 @@ class OnlineNaturalGradient:
         # R' = C^(-1/2) U^T Y  (orthonormal rows in exact arithmetic)
         T = (U / sqrt_c[None, :]).t().to(device=Y.device, dtype=Y.dtype)
         R = T @ Y
-        cond = float(c.max() / c.min())
-        G = R @ R.t()
-        G.diagonal().sub_(1.0)
-        if cond > 1e6 or float(G.abs().max()) > 1e-4:
+        if float(c.max() / c.min()) > 1e6 or _orthonormality_error(R) > 1e-4:
             R = _orthonormal_rows(R).to(Y.dtype)
         self.R, self.d, self.rho = R, d, rho
+
+
+def _orthonormality_error(R: torch.Tensor) -> float:
+    """max |R R^T - I| (an r x D x r GEMM: only evaluated when the conditioning test passes)."""
+    G = R @ R.t()
+    G.diagonal().sub_(1.0)
+    return float(G.abs().max())
 
 
 def _orthonormal_rows(A: torch.Tensor) -> torch.Tensor:

@@ -12,40 +12,12 @@ then applies it. Usage::
 from __future__ import annotations
 
 import abc
-import ctypes
-import os
-import sys
 
 import torch
 
 from pynnet.io.errors import fail
 from pynnet.nnet.model import Affine, Dnn
 from pynnet.nnet.ngsgd import NgConfig, OnlineNaturalGradient
-
-
-_ALLOCATOR_TUNED = False
-
-
-def keep_large_blocks(limit_bytes: int = 256 << 20) -> bool:
-    """Let glibc malloc serve blocks up to ``limit_bytes`` from the heap and keep freed memory.
-
-    By default glibc mmaps every block above its dynamic threshold (at most 32 MB) and unmaps it on
-    free, so each training step's
-    fresh minibatch x 9304 logits / softmax / gradient tensors (38 MB each at minibatch 1024)
-    page-fault and zero-fill again: ~2% of a step. Performance only (no effect on results); once per
-    process; Linux/glibc only; PYNNET_NO_MALLOPT=1 turns it off."""
-    global _ALLOCATOR_TUNED
-    if _ALLOCATOR_TUNED or not sys.platform.startswith("linux") or os.environ.get("PYNNET_NO_MALLOPT"):
-        return _ALLOCATOR_TUNED
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        ok = libc.mallopt(m_mmap_threshold, int(limit_bytes)) == 1
-        ok = libc.mallopt(m_trim_threshold, int(2 * limit_bytes)) == 1 and ok
-    except (OSError, AttributeError):
-        ok = False
-    _ALLOCATOR_TUNED = ok
-    return ok
 
 
 class Optimizer(abc.ABC):
@@ -64,7 +36,6 @@ class Optimizer(abc.ABC):
         self.fused_lr: float | None = None
         for layer in self.layers:
             layer.grad_hook = self._hook
-        keep_large_blocks()
 
     def _hook(self, layer: Affine, xa: torch.Tensor, g: torch.Tensor) -> None:
         if self.fused_lr is not None and self.fusable:
