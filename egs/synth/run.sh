@@ -24,9 +24,10 @@ tri2_leaves=500; tri2_gauss=3000
 # RBM epochs: nnet1's default of 1 (2 for the Gaussian layer) is sized for hundreds of hours; on
 # 1 h it leaves the DBN undertrained and a worse start than random init (docs/notes/nnet.md).
 rbm_iter=3
+nnet_threads=2        # stages 10-11 run alone: torch threads for RBM and DNN training
 dnn_opts="--max-epochs 10"
 help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]
-  [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--dnn-opts \"...\"]"
+  [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--nnet-threads N] [--dnn-opts \"...\"]"
 
 cd "$(dirname "$0")"
 . ./cmd.sh
@@ -97,12 +98,13 @@ fi
 
 if run 10; then
   echo "$0: stage 10: DBN pretraining"
-  steps/nnet/pretrain_dbn.sh --nn-depth 4 --hid-dim 512 --rbm-iter $rbm_iter data-fbank/train exp/dbn
+  steps/nnet/pretrain_dbn.sh --nn-depth 4 --hid-dim 512 --rbm-iter $rbm_iter --num-threads $nnet_threads \
+    data-fbank/train exp/dbn
 fi
 
 if run 11; then
   echo "$0: stage 11: DNN training (DBN init, NG-SGD)"
-  steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd \
+  steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd --num-threads $nnet_threads \
     data-fbank/train data/lang exp/tri2_ali exp/dnn
 fi
 if run 12; then
