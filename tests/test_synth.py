@@ -393,6 +393,13 @@ def test_cli_bad_input(tmp_path, capsys):
     cfg.write_text('{"snr_db": [5, 10')
     assert synth_corpus_main(["--config", str(cfg), str(tmp_path / "d"), str(tmp_path / "e")]) == 1
     assert "cannot read config" in capsys.readouterr().err
+    cfg.write_text('{"test_extra_accents": "en-029"}')   # a string, not a list of accents
+    assert synth_corpus_main(["--config", str(cfg), str(tmp_path / "d"), str(tmp_path / "e")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "c.json" in err[0] and "test_extra_accents must be a list" in err[0]
+    assert synth_corpus_main(["--test-extra-accents", "en-xx", "--tiny", str(tmp_path / "d"),
+                              str(tmp_path / "e")]) == 1
+    assert "no English accent 'en-xx'" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "e" / "train")
 
 

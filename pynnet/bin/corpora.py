@@ -99,6 +99,9 @@ def synth_corpus_main(argv: list[str] | None = None) -> int:
         bad = sorted(set(kw) - known)
         if bad:
             fail(f"unknown config fields {bad}", a.config)
+        for name in ("train_accents", "dev_extra_accents", "test_extra_accents"):
+            if name in kw and not (isinstance(kw[name], list) and all(isinstance(x, str) for x in kw[name])):
+                fail(f"{name} must be a list of accent names, e.g. [\"en-029\"]", a.config)
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
     for name in ("seed", "train_hours", "dev_minutes", "test_minutes", "train_speakers",
                  "dev_speakers", "test_speakers", "lm_sentences", "snr_db", "noise_weights",
