@@ -112,6 +112,31 @@ def test_loader_keeps_at_most_two_buffers(sets, monkeypatch):
     assert [ch.index for ch in loader] == list(range(3, len(chunks)))
 
 
+def test_loader_thread_runs_torch_single_threaded(sets, monkeypatch):
+    # With its own OpenMP team of the trainer's size, the loader stalled the training's GEMMs:
+    # two training threads were slower than one. The trainer's count must stay as it was.
+    _, _, tr, _, _ = sets
+    real = D.load_chunk
+    seen = []
+
+    def recording(*a, **k):
+        seen.append(torch.get_num_threads())
+        return real(*a, **k)
+
+    monkeypatch.setattr(D, "load_chunk", recording)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        loader = D.ChunkLoader(tr, D.plan_chunks(tr, 1, 0, 200), FeatureTransform(6, 0), 0, [0])
+        for _ in loader:
+            assert torch.get_num_threads() == 2
+        loader.close()
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_loader_errors_reach_the_trainer(sets, tmp_path):
     data, ali, tr, _, _ = sets
     import copy

@@ -37,6 +37,50 @@ def test_cd1_learns_bernoulli_data():
     assert errs[-1] < 0.5 * errs[0], errs
 
 
+def _cd1_reference_step(rbm, v, mom, step, l2, u):
+    """One CD-1 update written as nnet1's rbm-train-cd1-frmshuff states it (uniforms u given)."""
+    pos_h = torch.sigmoid(v @ rbm.W.t() + rbm.hbias)
+    h = (u < pos_h).float()
+    neg_v = h @ rbm.W + rbm.vbias
+    if not rbm.gaussian:
+        neg_v = torch.sigmoid(neg_v)
+    neg_h = torch.sigmoid(neg_v @ rbm.W.t() + rbm.hbias)
+    N = v.shape[0]
+    gW = (pos_h.t() @ v - neg_h.t() @ neg_v) / N - l2 * rbm.W
+    return (step * gW, step * (pos_h - neg_h).mean(0), step * (v - neg_v).mean(0),
+            float(((v - neg_v) ** 2).sum()))
+
+
+@pytest.mark.parametrize("gaussian", [True, False])
+def test_cd1_step_matches_the_textbook_update(gaussian):
+    # the in-place, fused update must be the plain formula (first step: no momentum history)
+    g = torch.Generator().manual_seed(3)
+    rbm = Rbm(12, 7, gaussian=gaussian, std=0.3, gen=g)
+    rbm.hbias, rbm.vbias = torch.randn(7, generator=g) * 0.1, torch.randn(12, generator=g) * 0.1
+    v = torch.randn(50, 12, generator=g) if gaussian else torch.rand(50, 12, generator=g)
+    W0, hb0, vb0 = rbm.W.clone(), rbm.hbias.clone(), rbm.vbias.clone()
+    cfg = RbmConfig(l2=0.01)
+    lr, mom = 0.1, cfg.momentum                # the ramp starts at momentum 0.5
+    u = torch.rand(50, 7, generator=torch.Generator().manual_seed(9))
+    ref = Rbm.from_dict({"W": W0.clone(), "hbias": hb0.clone(), "vbias": vb0.clone(),
+                         "type": "gb" if gaussian else "bb"})
+    dW, dh, dv, err = _cd1_reference_step(ref, v, mom, lr * (1 - mom), cfg.l2, u)
+    errs = cd1_epochs(rbm, lambda ep: iter([v]), 50, 1, lr, cfg, torch.Generator().manual_seed(9), "t")
+    assert torch.allclose(rbm.W, W0 + dW, atol=1e-6)
+    assert torch.allclose(rbm.hbias, hb0 + dh, atol=1e-6)
+    assert torch.allclose(rbm.vbias, vb0 + dv, atol=1e-6)
+    assert errs[0] == pytest.approx(err / 50, rel=1e-5)
+
+
+def test_cd1_stops_on_a_non_finite_reconstruction():
+    g = torch.Generator().manual_seed(0)
+    rbm = Rbm(6, 4, gaussian=True, std=0.1, gen=g)
+    v = torch.randn(20, 6, generator=g)
+    v[3, 2] = float("inf")
+    with pytest.raises(PynnetError, match="reconstruction error is not finite"):
+        cd1_epochs(rbm, lambda ep: iter([v]), 20, 1, 0.01, RbmConfig(), g, "RBM 1/1")
+
+
 def test_visible_bias_is_logit_of_mean_activation():
     g = torch.Generator().manual_seed(0)
     p = torch.tensor([0.1, 0.5, 0.9, 0.99])

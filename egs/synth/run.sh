@@ -24,8 +24,8 @@ tri2_leaves=500; tri2_gauss=3000
 # RBM epochs: nnet1's default of 1 (2 for the Gaussian layer) is sized for hundreds of hours; on
 # 1 h it leaves the DBN undertrained and a worse start than random init (docs/notes/nnet.md).
 rbm_iter=3
-nnet_threads=1        # torch threads for stages 10-11 (2 was not faster here: the background
-                      # loader needs a core; the figures in RESULTS are with 1)
+nnet_threads=2        # torch threads for stages 10-11 (this machine's 2 cores; exact resume of a
+                      # training needs the same number)
 dnn_opts="--max-epochs 10"
 help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]
   [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--nnet-threads N] [--dnn-opts \"...\"]"

@@ -291,11 +291,18 @@ class ChunkLoader:
         self._slots = threading.Semaphore(2)
         self._stop = threading.Event()
         self._args = (fs, chunks, transform, start, seed_prefix)
+        self._threads = torch.get_num_threads()   # (also initialises this thread's own count)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         fs, chunks, transform, start, seed_prefix = self._args
+        # The loader's torch ops run on one thread. With the default, this thread got its own
+        # OpenMP team of the training's size, and its spinning workers stalled the training's
+        # GEMMs on the shared cores: 2 training threads were slower than 1 (docs/PERFORMANCE.md).
+        # set_num_threads sets this thread's OpenMP/MKL counts (the consumer keeps its own) and
+        # the process default for threads started later; close() puts that back.
+        torch.set_num_threads(1)
         try:
             for k in range(start, len(chunks)):
                 self._slots.acquire()
@@ -322,3 +329,4 @@ class ChunkLoader:
         self._stop.set()
         self._slots.release()
         self._slots.release()
+        torch.set_num_threads(self._threads)
