@@ -5,14 +5,20 @@ Measures torch.mm GFLOP/s on large square matrices (all threads), then frames/s 
 step (forward, backward, update) of the Switchboard-shaped DNN (429 inputs = 11 x 39, 7 x 2048
 sigmoid, 9304 outputs, ~46M parameters) with plain SGD and with NG-SGD at minibatch 256 and
 1024. peak fraction = 6 x parameters x frames/s / peak (3 GEMMs of 2 flops per weight per frame).
-Each figure is the fastest of several steps (the machine may be shared); SGD, NG-SGD and the step's
-GEMMs alone (forward, dL/dx, update of every layer at its real shapes and layouts, nothing else: the
-ceiling on this BLAS) run in lockstep, one step each per round, and the peak is re-measured after
-every round; fractions are against the HIGHEST peak seen. ngsgd_overhead_* compares fastest steps,
-ngsgd_overhead_mean_* the mean over all measured steps (with the estimate refresh every 4th
-minibatch). Prints ONE JSON line last.
+SGD, NG-SGD and the step's GEMMs alone (forward, dL/dx, update of every layer at its real shapes
+and layouts, nothing else: the ceiling on this BLAS) run in lockstep, one step each per round,
+followed by one 3072^2 GEMM (the peak sample, about as long as a step). The machine is a VM whose
+GEMM rate moves by up to 2x from moment to moment, so step and peak are measured alike:
+peak_fraction_* = the fastest step over the rounds / the fastest peak sample over the SAME rounds
+(the same statistic over the same number of samples of similar length, taken side by side);
+peak_fraction_*_median = the median over rounds of (that round's step rate / that round's peak);
+peak_fraction_*_vs_highest = the fastest step against the highest peak sample of the whole run,
+warm-up included (more samples than steps: biased low; the definition used before 2026-11-30 13:20).
+ngsgd_overhead_* compares fastest steps, ngsgd_overhead_mean_* the mean over all measured steps
+(with the estimate refresh every 4th minibatch). Prints ONE JSON line last.
 
     python bench/train_throughput.py [--threads N] [--steps 8] [--clock wall|cpu] [--quick]
+    python bench/train_throughput.py --time-preconditioner 256     (where NG-SGD's extra time goes)
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -74,10 +81,10 @@ def _train_step(model: Dnn, opt, x, y, lr: float) -> None:
     opt.step(lr)
 
 
-def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict[str, float]:
-    """Frames/s (fastest step) of plain SGD, NG-SGD and the GEMMs alone at minibatch mb. The three
-    run in lockstep, one step of each per round, with a peak GEMM measurement after every round
-    (appended to peaks): a shared machine's load changes hit all of them alike."""
+def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict[str, list[float]]:
+    """Per measured round: the seconds of one step of plain SGD, NG-SGD and the GEMMs alone at
+    minibatch mb, and the GFLOP/s of the peak sample taken right after them (key "peak"; also
+    appended to peaks). Lockstep rounds: a shared machine's load changes hit all of them alike."""
     g = torch.Generator().manual_seed(0)
     runs = {}
     for name in ("sgd", "ngsgd"):
@@ -90,7 +97,7 @@ def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict
     y = torch.randint(0, out, (mb * 4,), generator=g)
     gemm = GemmOnly(runs["sgd"][0], mb)
     warmup = 11                      # past NG-SGD's first 10 minibatches (estimate updated every time)
-    times: dict[str, list[float]] = {"sgd": [], "ngsgd": [], "gemm_only": []}
+    times: dict[str, list[float]] = {"sgd": [], "ngsgd": [], "gemm_only": [], "peak": []}
     for i in range(warmup + steps):
         j = (i % 4) * mb
         for name, (model, opt) in runs.items():
@@ -100,13 +107,12 @@ def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict
         t = CLOCK()
         gemm.step()
         times["gemm_only"].append(CLOCK() - t)
-        if i >= warmup - 1:
+        if i >= warmup:
             peaks.append(gemm_gflops(3072 if hid == 2048 else 1024, 1))
+            times["peak"].append(peaks[-1])
     for _, opt in runs.values():
         opt.detach()
-    # the fastest step: on a shared machine the minimum is what the code can do on it
-    return {k: mb / min(v[warmup:]) for k, v in times.items()} | \
-        {f"mean_{k}": mb * len(v[warmup:]) / sum(v[warmup:]) for k, v in times.items()}
+    return {k: v[-steps:] for k, v in times.items()}
 
 
 def profile_steps(mb: int, hid: int, out: int, rows: int = 18) -> None:
@@ -130,6 +136,55 @@ def profile_steps(mb: int, hid: int, out: int, rows: int = 18) -> None:
         opt.detach()
 
 
+def time_preconditioner(mb: int, hid: int, out: int, steps: int = 12) -> dict[str, float]:
+    """SGD and NG-SGD steps in lockstep, with the NG-SGD preconditioner calls timed inside the step:
+    where NG-SGD's extra time goes (stderr: per-step ms; returns the fastest and median figures)."""
+    from pynnet.nnet import ngsgd
+    spent = [0.0]
+    real = ngsgd.OnlineNaturalGradient.precondition
+
+    def timed(self, *a, **k):
+        t = CLOCK()
+        try:
+            return real(self, *a, **k)
+        finally:
+            spent[0] += CLOCK() - t
+
+    ngsgd.OnlineNaturalGradient.precondition = timed
+    try:
+        g = torch.Generator().manual_seed(0)
+        runs = {}
+        for name in ("sgd", "ngsgd"):
+            model = Dnn(39, [hid] * 7, out, "sigmoid", context=5)
+            model.init_random(0)
+            opt = make_optimizer(name, model)
+            opt.fused_lr = 1e-5
+            runs[name] = (model, opt)
+        x = torch.randn(mb * 4, runs["sgd"][0].transform.output_dim, generator=g)
+        y = torch.randint(0, out, (mb * 4,), generator=g)
+        ms: dict[str, list[float]] = {"sgd": [], "ngsgd": [], "precondition": []}
+        for i in range(11 + steps):
+            j = (i % 4) * mb
+            for name, (model, opt) in runs.items():
+                spent[0] = 0.0
+                t = CLOCK()
+                _train_step(model, opt, x[j:j + mb], y[j:j + mb], 1e-5)
+                if i >= 11:
+                    ms[name].append(1000 * (CLOCK() - t))
+                    if name == "ngsgd":
+                        ms["precondition"].append(1000 * spent[0])
+        for _, opt in runs.values():
+            opt.detach()
+    finally:
+        ngsgd.OnlineNaturalGradient.precondition = real
+    print(f"minibatch {mb}, ms per step: " + "; ".join(
+        f"{k} fastest {min(v):.1f} median {statistics.median(v):.1f}" for k, v in ms.items()), file=sys.stderr)
+    print("preconditioner ms per step (every 4th refreshes the estimate): "
+          + " ".join(f"{v:.0f}" for v in ms["precondition"]), file=sys.stderr)
+    return {f"{k}_ms_{s}": round(f(v), 1) for k, v in ms.items()
+            for s, f in (("fastest", min), ("median", statistics.median))}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=os.cpu_count())
@@ -137,6 +192,8 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="smaller model (smoke test of the script)")
     p.add_argument("--profile", type=int, metavar="MB", default=0,
                    help="only print a per-op profile of SGD and NG-SGD steps at minibatch MB (stderr)")
+    p.add_argument("--time-preconditioner", type=int, metavar="MB", default=0,
+                   help="only time NG-SGD's preconditioner calls inside steps at minibatch MB (stderr)")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="cpu: process CPU time (with --threads 1, robust to other jobs on a shared machine)")
     a = p.parse_args()
@@ -148,6 +205,10 @@ def main() -> int:
         profile_steps(a.profile, *((2048, 9304) if not a.quick else (256, 500)))
         print(json.dumps({"bench": "train_throughput", "profile_minibatch": a.profile, "threads": a.threads}))
         return 0
+    if a.time_preconditioner:
+        r = time_preconditioner(a.time_preconditioner, *((2048, 9304) if not a.quick else (256, 500)))
+        print(json.dumps({"bench": "train_throughput", "minibatch": a.time_preconditioner, "threads": a.threads} | r))
+        return 0
     peaks = [gemm_gflops(3072 if not a.quick else 1024, 4) for _ in range(2)]
     hid, out = (2048, 9304) if not a.quick else (256, 500)
     nparam = sum(x.wb.numel() for x in Dnn(39, [hid] * 7, out, "sigmoid", context=5).affines)
@@ -155,22 +216,32 @@ def main() -> int:
     res = {"bench": "train_throughput", "threads": a.threads, "cpu": platform.processor() or platform.machine(),
            "torch": torch.__version__, "params": nparam, "loadavg_at_start": round(os.getloadavg()[0], 2),
            "clock": a.clock}
-    fps = {mb: measure(mb, a.steps if mb == 256 else max(3, a.steps // 2), hid, out, peaks) for mb in (256, 1024)}
-    # the highest peak seen during the whole run (conservative: every fraction is against it)
-    peak = max(peaks)
-    res["gemm_gflops"] = round(peak, 1)
+    rounds = {mb: measure(mb, a.steps if mb == 256 else max(3, a.steps // 2), hid, out, peaks) for mb in (256, 1024)}
+    highest = max(peaks)
+    res["gemm_gflops"] = round(highest, 1)
     res["gemm_gflops_lowest"] = round(min(peaks), 1)
-    print(f"fp32 GEMM peak: {peak:.1f} GFLOP/s with {a.threads} threads (lowest seen {min(peaks):.1f})", file=sys.stderr)
-    for mb, f in fps.items():
+    print(f"fp32 GEMM peak samples: {min(peaks):.1f}-{highest:.1f} GFLOP/s with {a.threads} threads", file=sys.stderr)
+    for mb, r in rounds.items():
+        peak = max(r["peak"])            # the fastest peak sample of this minibatch size's rounds
+        res[f"gemm_gflops_mb{mb}"] = round(peak, 1)
+        fps = {}
         for k in ("gemm_only", "sgd", "ngsgd"):
-            frac = 6 * nparam * f[k] / (peak * 1e9)
+            fps[k] = mb / min(r[k])      # the fastest step: what the code can do on this machine
+            gflops = [6 * nparam * mb / t / 1e9 for t in r[k]]
+            frac = 6 * nparam * fps[k] / (peak * 1e9)
+            median = statistics.median(s / p for s, p in zip(gflops, r["peak"]))
+            name = f"peak_fraction_{k}_mb{mb}" if k != "gemm_only" else f"gemm_only_fraction_mb{mb}"
             if k != "gemm_only":
-                res[f"fps_{k}_mb{mb}"] = round(f[k], 1)
-            res[f"peak_fraction_{k}_mb{mb}" if k != "gemm_only" else f"gemm_only_fraction_mb{mb}"] = round(frac, 3)
-            print(f"mb {mb} {k}: {f[k]:.0f} frames/s = {100 * frac:.1f}% of peak", file=sys.stderr)
-        res[f"ngsgd_overhead_mb{mb}"] = round(f["sgd"] / f["ngsgd"] - 1.0, 3)
+                res[f"fps_{k}_mb{mb}"] = round(fps[k], 1)
+            res[name] = round(frac, 3)
+            res[f"{name}_median"] = round(median, 3)
+            res[f"{name}_vs_highest"] = round(6 * nparam * fps[k] / (highest * 1e9), 3)
+            print(f"mb {mb} {k}: {fps[k]:.0f} frames/s = {100 * frac:.1f}% of the rounds' peak {peak:.1f} "
+                  f"(median per round {100 * median:.1f}%, {100 * res[name + '_vs_highest']:.1f}% of the highest)",
+                  file=sys.stderr)
+        res[f"ngsgd_overhead_mb{mb}"] = round(fps["sgd"] / fps["ngsgd"] - 1.0, 3)
         # mean over the measured steps (includes NG-SGD's estimate refresh every 4th minibatch)
-        res[f"ngsgd_overhead_mean_mb{mb}"] = round(f["mean_sgd"] / f["mean_ngsgd"] - 1.0, 3)
+        res[f"ngsgd_overhead_mean_mb{mb}"] = round(sum(r["ngsgd"]) / sum(r["sgd"]) - 1.0, 3)
     print(json.dumps(res))
     return 0
 
