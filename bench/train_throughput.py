@@ -81,20 +81,31 @@ def _train_step(model: Dnn, opt, x, y, lr: float) -> None:
     opt.step(lr)
 
 
-def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict[str, list[float]]:
-    """Per measured round: the seconds of one step of plain SGD, NG-SGD and the GEMMs alone at
-    minibatch mb, and the GFLOP/s of the peak sample taken right after them (key "peak"; also
-    appended to peaks). Lockstep rounds: a shared machine's load changes hit all of them alike."""
-    g = torch.Generator().manual_seed(0)
+def _runs(hid: int, out: int) -> dict:
+    """{"sgd": (model, opt), "ngsgd": (model, opt)}: the Switchboard-shaped DNN (or --quick's) with
+    each optimizer, updating inside backward as the trainer's single-worker path does."""
     runs = {}
     for name in ("sgd", "ngsgd"):
         model = Dnn(39, [hid] * 7, out, "sigmoid", context=5)
         model.init_random(0)
         opt = make_optimizer(name, model)
-        opt.fused_lr = 1e-5          # the trainer's single-worker path updates inside backward
+        opt.fused_lr = 1e-5
         runs[name] = (model, opt)
-    x = torch.randn(mb * 4, runs["sgd"][0].transform.output_dim, generator=g)
-    y = torch.randint(0, out, (mb * 4,), generator=g)
+    return runs
+
+
+def _batches(mb: int, model: Dnn, out: int, n: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(mb * n, model.transform.output_dim, generator=g),
+            torch.randint(0, out, (mb * n,), generator=g))
+
+
+def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict[str, list[float]]:
+    """Per measured round: the seconds of one step of plain SGD, NG-SGD and the GEMMs alone at
+    minibatch mb, and the GFLOP/s of the peak sample taken right after them (key "peak"; also
+    appended to peaks). Lockstep rounds: a shared machine's load changes hit all of them alike."""
+    runs = _runs(hid, out)
+    x, y = _batches(mb, runs["sgd"][0], out)
     gemm = GemmOnly(runs["sgd"][0], mb)
     warmup = 11                      # past NG-SGD's first 10 minibatches (estimate updated every time)
     times: dict[str, list[float]] = {"sgd": [], "ngsgd": [], "gemm_only": [], "peak": []}
@@ -118,14 +129,8 @@ def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict
 def profile_steps(mb: int, hid: int, out: int, rows: int = 18) -> None:
     """torch.profiler over two steps (after warm-up) of SGD and NG-SGD: where the time goes."""
     from torch.profiler import ProfilerActivity, profile
-    g = torch.Generator().manual_seed(0)
-    for name in ("sgd", "ngsgd"):
-        model = Dnn(39, [hid] * 7, out, "sigmoid", context=5)
-        model.init_random(0)
-        opt = make_optimizer(name, model)
-        opt.fused_lr = 1e-5
-        x = torch.randn(mb, model.transform.output_dim, generator=g)
-        y = torch.randint(0, out, (mb,), generator=g)
+    for name, (model, opt) in _runs(hid, out).items():
+        x, y = _batches(mb, model, out, 1)
         for _ in range(11):
             _train_step(model, opt, x, y, 1e-5)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -152,16 +157,8 @@ def time_preconditioner(mb: int, hid: int, out: int, steps: int = 12) -> dict[st
 
     ngsgd.OnlineNaturalGradient.precondition = timed
     try:
-        g = torch.Generator().manual_seed(0)
-        runs = {}
-        for name in ("sgd", "ngsgd"):
-            model = Dnn(39, [hid] * 7, out, "sigmoid", context=5)
-            model.init_random(0)
-            opt = make_optimizer(name, model)
-            opt.fused_lr = 1e-5
-            runs[name] = (model, opt)
-        x = torch.randn(mb * 4, runs["sgd"][0].transform.output_dim, generator=g)
-        y = torch.randint(0, out, (mb * 4,), generator=g)
+        runs = _runs(hid, out)
+        x, y = _batches(mb, runs["sgd"][0], out)
         ms: dict[str, list[float]] = {"sgd": [], "ngsgd": [], "precondition": []}
         for i in range(11 + steps):
             j = (i % 4) * mb
