@@ -108,7 +108,8 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         obj = {"cfg": asdict(self.cfg), "state": self.st, **self._snapshot(),
-               "arch": self.model.arch, "input_pipeline": self.model.input_pipeline}
+               "arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
+               "threads": torch.get_num_threads()}
         with atomic_path(self.ckpt_path) as tmp:
             torch.save(obj, tmp)
 
@@ -122,6 +123,11 @@ class Trainer:
             fail("checkpoint was written with other options (" +
                  ", ".join(f"{k}: {old.get(k)} now {getattr(self.cfg, k)}" for k in diff) +
                  "); remove it to start over", self.ckpt_path)
+        threads = torch.get_num_threads()
+        if obj.get("threads", threads) != threads and self.device.type == "cpu":
+            # GEMMs split over another number of threads round differently
+            log(f"WARNING: {self.ckpt_path} was written with {obj['threads']} torch threads, resuming with "
+                f"{threads}: training continues, but not bit-identical to an uninterrupted run")
         self._restore(obj)
         self.st = obj["state"]
         return True
