@@ -271,18 +271,18 @@ def test_rerun_with_another_architecture_is_refused(tmp_path, corpus):
         build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[9], context=1, progress=False)
 
 
-def test_resume_with_another_thread_count_warns(tmp_path, corpus, capsys):
+def test_resume_with_another_thread_count_warns(tmp_path, corpus, capsys, monkeypatch):
     # the result would no longer be bit-identical to an uninterrupted run: say so, then go on
     _, data, ali = corpus
     cfg = TrainConfig(optimizer="sgd", max_epochs=1, buffer_frames=400)
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")    # what steps/nnet/train.sh --num-threads sets
         build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[8], context=1, progress=False)
         capsys.readouterr()
         build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[8], context=1, progress=False)
         assert "torch threads" not in capsys.readouterr().err
-        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
         build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[8], context=1, progress=False)
         err = capsys.readouterr().err
         assert "written with 1 torch threads, resuming with 2" in err and "already finished" in err
