@@ -329,4 +329,7 @@ class ChunkLoader:
         self._stop.set()
         self._slots.release()
         self._slots.release()
+        # (after the thread is gone, so its set_num_threads(1) cannot land after this one; it
+        # finishes at most the chunk it is reading)
+        self._thread.join(timeout=30)
         torch.set_num_threads(self._threads)
