@@ -141,3 +141,14 @@ def test_dbn_pipeline_mismatch_and_bad_file(corpus, tmp_path):
     with pytest.raises(PynnetError, match="junk.dbn: cannot read DBN"):
         load_dbn(str(tmp_path / "junk.dbn"))
     assert np.isfinite(json.load(open(out / "log" / "rbm.json"))["1"]["reconstruction_mse"]).all()
+
+
+def test_device_option_errors_are_one_line(corpus, capsys):
+    root, data, _ = corpus
+    assert rbm_main(["--device", "gpu", data, str(root / "dbn_bad")]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "--device must be cpu or cuda[:N], not 'gpu'" in err
+    if not torch.cuda.is_available():
+        assert rbm_main(["--device", "cuda", data, str(root / "dbn_bad")]) == 1
+        assert "CUDA is not available on this machine" in capsys.readouterr().err
+    assert not (root / "dbn_bad" / "final.dbn").exists()

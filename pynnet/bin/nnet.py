@@ -16,6 +16,16 @@ def _bool(v: str) -> bool:
     return v == "true"
 
 
+def _check_device(device: str) -> None:
+    """--device: cpu, or cuda[:N] where CUDA exists (a one-line error otherwise)."""
+    if device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            fail(f"--device {device}: CUDA is not available on this machine")
+    elif device != "cpu":
+        fail(f"--device must be cpu or cuda[:N], not '{device}'")
+
+
 def _apply_cmvn(v: str, data_dir: str) -> bool:
     if v == "auto":
         return os.path.exists(os.path.join(data_dir, "cmvn.scp"))
@@ -65,12 +75,7 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--cv-percent", type=float, default=10.0)
     p.add_argument("--dbn", default="", help="initialise the hidden layers from this DBN (final.dbn)")
     a = p.parse_args(argv)
-    if a.device.startswith("cuda"):
-        import torch
-        if not torch.cuda.is_available():
-            fail(f"--device {a.device}: CUDA is not available on this machine")
-    elif a.device != "cpu":
-        fail(f"--device must be cpu or cuda[:N], not '{a.device}'")
+    _check_device(a.device)
     for name in ("learn_rate", "minibatch_size", "max_epochs", "buffer_frames", "checkpoint_every", "hid_dim",
                  "nn_depth"):
         if getattr(a, name) <= 0:
@@ -111,14 +116,17 @@ def rbm_main(argv: list[str] | None = None) -> int:
     p.add_argument("--apply-cmvn", default="auto")
     p.add_argument("--delta-order", type=int, default=0)
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default=d.device, help="cpu | cuda[:N]")
     a = p.parse_args(argv)
+    _check_device(a.device)
     for name in ("nn_depth", "hid_dim", "rbm_iter", "minibatch_size", "buffer_frames"):
         if getattr(a, name) <= 0:
             fail(f"--{name.replace('_', '-')} must be positive")
     from pynnet.nnet.train import set_threads
     set_threads()
     cfg = RbmConfig(minibatch_size=a.minibatch_size, lr_gb=a.rbm_lrate_low, lr_bb=a.rbm_lrate,
-                    epochs=a.rbm_iter, l2=a.rbm_l2penalty, buffer_frames=a.buffer_frames, seed=a.seed)
+                    epochs=a.rbm_iter, l2=a.rbm_l2penalty, buffer_frames=a.buffer_frames, seed=a.seed,
+                    device=a.device)
     pretrain_dbn(a.data, a.dbn_dir, a.nn_depth, a.hid_dim, cfg, context=a.splice,
                  apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order)
     return 0
@@ -150,6 +158,7 @@ def forward_main(argv: list[str] | None = None) -> int:
     set_threads()
     model = load_model(a.model)
     model.eval()
+    _check_device(a.device)
     dev = torch.device(a.device)
     model.to(dev)
     pipe = model.input_pipeline

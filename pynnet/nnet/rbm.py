@@ -49,6 +49,10 @@ class Rbm:
         self.hbias = torch.zeros(hid)
         self.vbias = torch.zeros(vis)
 
+    def to(self, device: str | torch.device) -> "Rbm":
+        self.W, self.hbias, self.vbias = self.W.to(device), self.hbias.to(device), self.vbias.to(device)
+        return self
+
     def hidden(self, v: torch.Tensor) -> torch.Tensor:
         return torch.addmm(self.hbias, v, self.W.t()).sigmoid_()
 
@@ -79,7 +83,7 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
             fail(f"{desc}: reconstruction error is not finite (learning rate {lr} too high?)")
 
     for ep in range(epochs):
-        sq, n = torch.zeros((), dtype=torch.float64), 0
+        sq, n = torch.zeros((), dtype=torch.float64, device=rbm.W.device), 0
         bar = tqdm(total=num_frames, desc=f"{desc} epoch {ep + 1}/{epochs}", unit="fr", unit_scale=True,
                    file=sys.stderr, disable=not sys.stderr.isatty())
         for v in batches(ep):
@@ -125,7 +129,7 @@ def visible_bias_from_outputs(batches, dim: int, max_frames: int = 50000) -> tor
     """log(p / (1 - p)) of the mean activation p of the layer below (over up to max_frames)."""
     s, n = torch.zeros(dim, dtype=torch.float64), 0
     for v in batches:
-        s += v.double().sum(0)
+        s = s.to(v.device) + v.double().sum(0)
         n += v.shape[0]
         if n >= max_frames:
             break
@@ -154,6 +158,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
     """Train ``nn_depth`` stacked RBMs on the data dir's features; returns the path of final.dbn."""
     os.makedirs(os.path.join(out_dir, "log"), exist_ok=True)
     torch.manual_seed(cfg.seed)
+    dev = torch.device(cfg.device)
     fs = _frame_set(data_dir, apply_cmvn, delta_order)
     pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
     tf_path = os.path.join(out_dir, "feature_transform.pt")
@@ -183,7 +188,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
             try:
                 for ch in loader:
                     with torch.no_grad():
-                        x = propagate(ch.x[ch.order])
+                        x = propagate(ch.x[ch.order].to(dev))
                     for i in range(0, x.shape[0], cfg.minibatch_size):
                         yield x[i:i + cfg.minibatch_size]
             finally:
@@ -194,13 +199,15 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
     for layer in range(1, nn_depth + 1):
         path = os.path.join(out_dir, f"{layer}.rbm")
         if os.path.exists(path):
-            rbms.append(Rbm.from_dict(torch.load(path, map_location="cpu", weights_only=False)))
+            rbms.append(Rbm.from_dict(torch.load(path, map_location="cpu", weights_only=False)).to(dev))
             log(f"{path} exists: layer {layer} already trained")
             vis = hid_dim
             continue
         gen = torch.Generator().manual_seed(cfg.seed + layer)
         gaussian = layer == 1
-        rbm = Rbm(vis, hid_dim, gaussian, cfg.init_std, gen)
+        rbm = Rbm(vis, hid_dim, gaussian, cfg.init_std, gen).to(dev)   # same initial weights on any device
+        if dev.type != "cpu":   # the hidden-unit samples are drawn where the data is
+            gen = torch.Generator(device=dev).manual_seed(cfg.seed + layer)
         if not gaussian:
             # visible bias from the previous layer's mean output: log(p / (1 - p))
             with torch.no_grad():

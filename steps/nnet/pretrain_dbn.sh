@@ -19,6 +19,7 @@ apply_cmvn=auto
 delta_order=0
 seed=777
 num_threads=1       # torch threads of the training process (exact resume needs the same number)
+device=cpu          # cpu | cuda[:N]
 # End configuration section.
 
 help_message="Usage: $0 [options] <data> <exp-dir>
@@ -31,6 +32,7 @@ Options:
   --rbm-lrate-low <lr>    # Gaussian-Bernoulli learning rate (default $rbm_lrate_low)
   --apply-cmvn <true|false|auto>  # per-speaker mean normalisation (default $apply_cmvn)
   --num-threads <n>            # threads of the training process (default $num_threads)
+  --device <cpu|cuda>     # where the RBMs train (default $device)
   --cmd <run.pl ...>      # job runner (default: run directly)"
 
 . ./path.sh 2>/dev/null || true
@@ -49,7 +51,8 @@ mkdir -p "$dir/log"
 
 opts=(--nn-depth "$nn_depth" --hid-dim "$hid_dim" --rbm-iter "$rbm_iter" --rbm-lrate "$rbm_lrate"
       --rbm-lrate-low "$rbm_lrate_low" --rbm-l2penalty "$rbm_l2penalty" --minibatch-size "$minibatch_size"
-      --splice "$splice" --apply-cmvn "$apply_cmvn" --delta-order "$delta_order" --seed "$seed")
+      --splice "$splice" --apply-cmvn "$apply_cmvn" --delta-order "$delta_order" --seed "$seed"
+      --device "$device")
 echo "$0: pretraining $nn_depth RBMs of $hid_dim units on $data (log: $dir/log/pretrain.log)"
 if [ -n "$cmd" ]; then
   $cmd "$dir/log/pretrain.log" pynnet-rbm-train "${opts[@]}" "$data" "$dir" || {
