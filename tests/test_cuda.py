@@ -67,17 +67,23 @@ def test_preconditioner_matches_cpu():
         assert torch.allclose(r1, r2.cpu(), rtol=1e-3)
 
 
-def test_training_run_and_forward_on_cuda(tmp_path):
+@pytest.fixture
+def toy(tmp_path):
+    """The toy corpus (data dir, alignment dir); needs kaldiio and kaldi-hmm-gmm (tools/gpu_check.sh)."""
     pytest.importorskip("kaldiio")
     pytest.importorskip("kaldi_hmm_gmm")
+    from pynnet.nnet.toy import make_toy_corpus
+    return make_toy_corpus(str(tmp_path), num_utts=24)
+
+
+def test_training_run_and_forward_on_cuda(tmp_path, toy):
     import kaldiio
 
     from pynnet.bin.nnet import forward_main
     from pynnet.nnet.model import load_model
-    from pynnet.nnet.toy import make_toy_corpus
     from pynnet.nnet.train import TrainConfig, build_and_train
 
-    data, ali = make_toy_corpus(str(tmp_path), num_utts=24)
+    data, ali = toy
     runs = {}
     for dev in ("cpu", "cuda"):
         cfg = TrainConfig(optimizer="ngsgd", max_epochs=3, buffer_frames=400, device=dev)
@@ -100,16 +106,13 @@ def test_training_run_and_forward_on_cuda(tmp_path):
         assert np.allclose(m, outs["cuda"][u], atol=1e-3), u
 
 
-def test_dbn_pretraining_on_cuda(tmp_path):
-    pytest.importorskip("kaldiio")
-    pytest.importorskip("kaldi_hmm_gmm")
+def test_dbn_pretraining_on_cuda(tmp_path, toy):
     import json
 
     from pynnet.bin.nnet import rbm_main, train_main
     from pynnet.nnet.rbm import load_dbn
-    from pynnet.nnet.toy import make_toy_corpus
 
-    data, ali = make_toy_corpus(str(tmp_path), num_utts=24)
+    data, ali = toy
     mse = {}
     for dev in ("cpu", "cuda"):
         out = tmp_path / f"dbn_{dev}"
