@@ -479,6 +479,8 @@ def test_compute_feats_errors_are_one_line_and_write_nothing(tmp_path, capsys):
         (["--sample-frequency=8000", f"scp:{d}/none.scp"] + out, r"none\.scp: no such file"),
         (["--sample-frequency=8000", f"scp:{d}/wav.scp"], r"wrong number of arguments"),
         (["--sample-frequency=8000", f"scp:{d}/wav.scp", "ark,scp:only-one"], r"bad wspecifier"),
+        (["--sample-frequency=8000", f"scp:{d}/wav.scp", f"ark:| gzip -c > {tmp_path}/o.ark"],
+         r"pipes are not supported here; write ark:- and pipe that"),
     ]
     for args, msg in cases:
         rc, err = run_main(compute_mfcc_feats, args, capsys)

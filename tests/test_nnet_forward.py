@@ -70,10 +70,15 @@ def test_forward_errors(setup, capsys):
                        f"scp:{root}/odd.scp", f"ark:{root}/x.ark"])
     err = capsys.readouterr().err
     assert rc == 1 and "utterance 'spk0-utt0000': feature dim 5 != CMVN stats dim 6" in err
+    assert not (root / "x.ark").exists()      # nothing half-written
     (root / "bad.nnet").write_bytes(b"junk")
     rc = forward_main([str(root / "bad.nnet"), f"scp:{data}/feats.scp", f"ark:{root}/x.ark"])
     err = capsys.readouterr().err
     assert rc == 1 and "bad.nnet: cannot read model file" in err and len(err.strip().splitlines()) == 1
+    rc = forward_main(["--device", "gpu", str(root / "final.nnet"), f"scp:{data}/feats.scp", f"ark:{root}/x.ark"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--device must be cpu or cuda[:N], not 'gpu'" in err and len(err.strip().splitlines()) == 1
+    assert not (root / "x.ark").exists()
 
 
 def test_steps_pretrain_train_and_forward(tmp_path):

@@ -31,5 +31,4 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 else
   export PYTHONPATH=$top
 fi
-set -o pipefail
 PYTHONUNBUFFERED=1 python3 -m pytest -v -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/test_cuda.log"

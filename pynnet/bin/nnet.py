@@ -138,6 +138,7 @@ def forward_main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
+    from pynnet.feat.tables import MatrixWriter
     from pynnet.nnet.data import add_deltas
     from pynnet.nnet.model import load_model
 
@@ -154,11 +155,11 @@ def forward_main(argv: list[str] | None = None) -> int:
     p.add_argument("--cmvn-scp", default="", help="per-speaker CMVN stats (with --utt2spk)")
     p.add_argument("--device", default="cpu")
     a = p.parse_args(argv)
+    _check_device(a.device)
     from pynnet.nnet.train import set_threads
     set_threads()
     model = load_model(a.model)
     model.eval()
-    _check_device(a.device)
     dev = torch.device(a.device)
     model.to(dev)
     pipe = model.input_pipeline
@@ -175,7 +176,8 @@ def forward_main(argv: list[str] | None = None) -> int:
         reader = kaldiio.ReadHelper(a.feats_rspecifier)
     except Exception as e:  # noqa: BLE001
         fail(f"cannot open features '{a.feats_rspecifier}': {e}")
-    with reader, kaldiio.WriteHelper(a.out_wspecifier) as writer:
+    # the output file appears only when every utterance went through (MatrixWriter renames)
+    with reader, MatrixWriter(a.out_wspecifier) as writer:
         for utt, m in reader:
             m = np.asarray(m, dtype=np.float32)
             if pipe.get("apply_cmvn"):
@@ -200,11 +202,11 @@ def forward_main(argv: list[str] | None = None) -> int:
                     y = torch.log_softmax(y, 1) if (a.apply_log or a.prior_subtract) else torch.softmax(y, 1)
                 if a.prior_subtract:
                     y = y - model.log_priors
-            writer(utt, y.cpu().numpy())
+            writer.write(utt, y.cpu().numpy())
             n += 1
+        if n == 0:
+            fail(f"no utterances in '{a.feats_rspecifier}'")
     print(f"LOG (pynnet-nnet-forward): processed {n} utterances", file=sys.stderr)
-    if n == 0:
-        fail(f"no utterances in '{a.feats_rspecifier}'")
     return 0
 
 

@@ -43,6 +43,8 @@ class MatrixWriter:
             self.ark_path, self.scp_path = parts
         else:
             self.ark_path, self.scp_path = rest, None
+        if any(x.strip().startswith("|") or x.strip().endswith("|") for x in (self.ark_path, self.scp_path or "")):
+            fail(f"bad wspecifier '{wspecifier}': pipes are not supported here; write ark:- and pipe that")
         if self.scp_path is not None and self.ark_path == "-":
             fail(f"bad wspecifier '{wspecifier}': an scp needs the ark in a file")
         self._ctx: list = []
