@@ -70,6 +70,14 @@ def test_failing_job_names_its_log(tmp_path):
     check_header(log_lines(tmp_path / "one.log"), "exit 7", 7)
 
 
+def test_failure_inside_a_pipeline_fails_the_job(tmp_path):
+    # e.g. pynnet-nnet-forward ... | decoder: the decoder exits 0 on partial input, the job must not
+    r = sh(RUN, "JOB=1:2", "log/p.JOB.log", "[", "JOB", "-ne", "2", "]", "|", "cat", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "run.pl: 1 / 2 failed, log is in log/p.2.log" in r.stderr.splitlines()
+    check_header(log_lines(tmp_path / "log/p.1.log"), "[ 1 -ne 2 ] | cat", 0)
+
+
 def test_jobs_run_in_parallel_and_max_jobs_run(tmp_path):
     # separate arguments, as Kaldi scripts pass them: one argument with spaces would be quoted
     stamp = "date +%s.%N ; sleep 0.6 ; date +%s.%N"

@@ -107,7 +107,6 @@ def test_steps_pretrain_train_and_forward(tmp_path):
     assert r.returncode == 1 and "no such file" in r.stderr and "HCLG.fst" in r.stderr
 
 
-@pytest.mark.slow
 def test_train_and_decode_end_to_end(tmp_path):
     """steps/nnet/train.sh -> steps/nnet/decode.sh (nnet-forward | decode-faster-mapped | scoring)
     on a toy word corpus with a word-loop HCLG: the DNN recognises the held-out test words."""
@@ -129,3 +128,28 @@ def test_train_and_decode_end_to_end(tmp_path):
     wer = float(best.split()[1])
     assert wer <= 15.0, best
     assert os.path.exists(tmp_path / "dnn/decode_test/lat.1.gz") and os.path.exists(tmp_path / "dnn/decode_test/lat.2.gz")
+    # features that break after the first utterances: the forward fails while the decoder, given
+    # the utterances before, exits 0; the job (a pipeline) and decode.sh must fail, not score a subset
+    import shutil
+    broken = tmp_path / "test_broken"
+    shutil.copytree(test, broken)
+    lines = (broken / "feats.scp").read_text().splitlines()
+    lines[-1] = lines[-1].split()[0] + f" {tmp_path}/missing.ark:10"
+    (broken / "feats.scp").write_text("\n".join(lines) + "\n")
+    r = subprocess.run(["steps/nnet/decode.sh", "--nj", "1", str(tmp_path / "graph"), str(broken),
+                        str(tmp_path / "dnn/decode_broken")], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode != 0 and "decode_broken/log/decode.1.log" in r.stderr, r.stdout + r.stderr
+    assert not os.path.exists(tmp_path / "dnn/decode_broken/scoring_kaldi/best_wer")
+
+
+def test_forward_model_input_dim_mismatch(setup, capsys):
+    # a model without per-speaker CMVN or deltas, for 5-dim features, given the 6-dim ones
+    root, data, _ = setup
+    m = Dnn(5, [8], 12, "sigmoid", context=1)
+    m.init_random(0)
+    save_model(root / "dim5.nnet", m)
+    rc = forward_main([str(root / "dim5.nnet"), f"scp:{data}/feats.scp", f"ark:{root}/y.ark"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "utterance 'spk0-utt0000': feature dim 6 != model input dim 5" in err
+    assert len(err.strip().splitlines()) == 1 and not (root / "y.ark").exists()

@@ -193,6 +193,51 @@ def test_global_cmvn_and_per_speaker_cmvn(sets):
     assert np.allclose(z[:, 12:18].std(0).numpy(), 1, atol=1e-2)
 
 
+def test_global_cmvn_samples_utterances_at_random_beyond_max_frames(sets, monkeypatch):
+    # over the limit, the first utterances in sorted order would be one or two speakers
+    _, _, tr, _, _ = sets
+    limit = tr.num_frames // 3
+    real, read = D.read_example, []
+
+    def recording(fs, u):
+        read.append(u)
+        return real(fs, u)
+
+    monkeypatch.setattr(D, "read_example", recording)
+    mean, std = D.global_cmvn(tr, max_frames=limit, progress=False)
+    spk = tr.reader.utt2spk
+    assert len({spk[u] for u in read}) == 4
+    prefix = tr.utts[:len(read)]
+    assert len({spk[u] for u in prefix}) <= 2 and set(read) != set(prefix)
+    x = np.concatenate([tr.reader.read(u) for u in read]).astype(np.float64)
+    assert len(x) >= limit and np.allclose(mean, x.mean(0), atol=1e-4) and np.allclose(std, x.std(0), atol=1e-4)
+    read.clear()
+    assert np.array_equal(D.global_cmvn(tr, max_frames=limit, progress=False)[0], mean)  # seeded
+
+
+def test_length_mismatch_is_skipped_with_a_message(sets, capsys):
+    _, _, tr, _, _ = sets
+    import copy
+    bad = copy.copy(tr)
+    bad.targets = dict(tr.targets)
+    u = tr.utts[1]
+    bad.targets[u] = tr.targets[u][:-2]
+    assert D.read_example(bad, u) is None
+    assert f"utterance '{u}': {tr.frames[u]} feature frames but {tr.frames[u] - 2} alignment frames; skipping" \
+        in capsys.readouterr().err
+    ch = D.load_chunk(bad, tr.utts[:3], FeatureTransform(6, 0), 0, None)
+    assert len(ch.y) == tr.frames[tr.utts[0]] + tr.frames[tr.utts[2]]
+    assert torch.equal(ch.y[:tr.frames[tr.utts[0]]], torch.from_numpy(tr.targets[tr.utts[0]].astype(np.int64)))
+
+
+def test_feature_dim_not_matching_the_model_is_an_error(sets):
+    _, _, tr, _, _ = sets
+    u = tr.utts[0]
+    with pytest.raises(PynnetError, match=f"feature dim 6 of utterance '{u}' != model input dim 5") as e:
+        D.load_chunk(tr, [u], FeatureTransform(5, 2), 0, None)
+    assert f"feats.scp:{tr.reader.line[u]}" in str(e.value)
+
+
 def test_missing_cmvn_is_an_error(tmp_path):
     data, ali = make_toy_corpus(str(tmp_path), num_utts=6)
     import os

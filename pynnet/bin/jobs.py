@@ -144,7 +144,8 @@ class JobRunner:
             with self.lock:
                 if self.stopping:
                     return 130
-                p = subprocess.Popen(["bash", "-c", cmd], stdin=subprocess.DEVNULL, stdout=f,
+                # pipefail: a failing stage of a job pipeline (forward | decoder) fails the job
+                p = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdin=subprocess.DEVNULL, stdout=f,
                                      stderr=subprocess.STDOUT, start_new_session=True)
                 self.procs.add(p)
             rc = p.wait()

@@ -197,13 +197,20 @@ def read_example(fs: FrameSet, utt: str) -> tuple[np.ndarray, np.ndarray] | None
     return m, t
 
 
-def global_cmvn(fs: FrameSet, max_frames: int = 2_000_000, progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of the base features over (up to ``max_frames`` of) the training utterances."""
+def global_cmvn(fs: FrameSet, max_frames: int = 2_000_000, progress: bool = True,
+                seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of the base features over the training utterances; a corpus of more than
+    ``max_frames`` frames is sampled, whole utterances in a seeded random order (the first ones in
+    sorted order would be a few speakers)."""
     from tqdm import tqdm
 
+    utts = fs.utts
+    if fs.num_frames > max_frames:
+        rng = np.random.default_rng([seed, 11])
+        utts = [utts[i] for i in rng.permutation(len(utts))]
     s = s2 = None
     n = 0
-    for u in tqdm(fs.utts, desc="global CMVN", unit="utt", disable=not progress, file=sys.stderr):
+    for u in tqdm(utts, desc="global CMVN", unit="utt", disable=not progress, file=sys.stderr):
         ex = read_example(fs, u)
         if ex is None:
             continue

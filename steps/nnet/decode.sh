@@ -17,7 +17,8 @@ max_active=7000
 min_active=200
 stage=0
 skip_scoring=false
-scoring_opts="--min-lmwt 4 --max-lmwt 15"  # nnet1's grid: DNN scores are sharper than GMM likelihoods
+scoring_opts=   # the GMM stage's grid (steps/score_kaldi.sh: LM weights 7-17, penalties 0, 0.5, 1),
+                # so DNN and GMM WERs are chosen alike (nnet1 uses --min-lmwt 4 --max-lmwt 15)
 device=cpu
 # End configuration section.
 
@@ -31,7 +32,7 @@ Options:
   --lattice-beam <float>      # (default $lattice_beam)
   --nnet <file>               # a DNN other than <decode-dir>/../final.nnet
   --skip-scoring <true|false> # (default $skip_scoring)
-  --scoring-opts <opts>       # (default \"$scoring_opts\")
+  --scoring-opts <opts>       # options for the scoring script, e.g. \"--min-lmwt 4 --max-lmwt 15\"
   --stage <stage>             # 1: only score"
 
 . ./path.sh 2>/dev/null || true
