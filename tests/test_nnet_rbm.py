@@ -2,6 +2,7 @@
 below, per-layer resume, and the DBN initialises the DNN's hidden layers (train --dbn)."""
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from pynnet.bin.nnet import rbm_main, train_main
 from pynnet.io.errors import PynnetError
-from pynnet.nnet.rbm import Rbm, RbmConfig, cd1_epochs, load_dbn, visible_bias_from_outputs
+from pynnet.nnet.rbm import RECORD_NAME, Rbm, RbmConfig, cd1_epochs, load_dbn, visible_bias_from_outputs
 from pynnet.nnet.toy import make_toy_corpus
 
 
@@ -152,3 +153,108 @@ def test_device_option_errors_are_one_line(corpus, capsys):
         assert rbm_main(["--device", "cuda", data, str(root / "dbn_bad")]) == 1
         assert "CUDA is not available on this machine" in capsys.readouterr().err
     assert not (root / "dbn_bad" / "final.dbn").exists()
+
+
+# ---------------------------------------------------------------- resume only with the same options
+BASE = ["--hid-dim", "8", "--rbm-iter", "1", "--splice", "1", "--buffer-frames", "500", "--apply-cmvn", "true"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(corpus):
+    """A finished one-layer DBN dir (never changed by the tests that use it in place)."""
+    root, data, _ = corpus
+    out = root / "dbn_base"
+    assert rbm_main(["--nn-depth", "1", *BASE, data, str(out)]) == 0
+    assert (out / RECORD_NAME).exists()
+    return out
+
+
+def _snapshot(d) -> dict:
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def _with(opts: list[str], name: str, value: str) -> list[str]:
+    i = opts.index(name)
+    return [*opts[:i + 1], value, *opts[i + 2:]]
+
+
+@pytest.mark.parametrize("change, expected", [
+    (("--hid-dim", "16"), "--hid-dim 8 -> 16"),
+    (("--splice", "2"), "--splice 1 -> 2"),
+    (("--apply-cmvn", "false"), "--apply-cmvn true -> false"),
+    (("data", None), "data "),
+])
+def test_resume_with_other_options_or_data_fails(corpus, pretrained, capsys, change, expected):
+    root, data, _ = corpus
+    opts = BASE
+    if change[0] == "data":
+        data = make_toy_corpus(str(root), num_utts=24, seed=1, name="other_data")[0]
+    else:
+        opts = _with(BASE, *change)
+    before = _snapshot(pretrained)
+    capsys.readouterr()
+    assert rbm_main(["--nn-depth", "1", *opts, data, str(pretrained)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0, err
+    assert f"{pretrained / RECORD_NAME}: the layers in {pretrained} were trained with other options" in err
+    assert expected in err and "use a fresh dir or delete" in err
+    assert _snapshot(pretrained) == before
+
+
+def test_identical_resume_reuses_the_layers(corpus, pretrained, tmp_path, capsys):
+    root, data, _ = corpus
+    out = tmp_path / "dbn"
+    shutil.copytree(pretrained, out)
+    before = _snapshot(out)
+    # a copy of the data dir is the same data
+    copy = tmp_path / "data_copy"
+    shutil.copytree(data, copy)
+    capsys.readouterr()
+    assert rbm_main(["--nn-depth", "1", *BASE, str(copy), str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "layer 1 already trained" in err and "RBM 1/1" not in err
+    after = _snapshot(out)
+    for f in ("1.rbm", "feature_transform.pt", RECORD_NAME):
+        assert after[f] == before[f], f
+    a, b = load_dbn(str(pretrained / "final.dbn")), load_dbn(str(out / "final.dbn"))
+    assert torch.equal(a["layers"][0]["W"], b["layers"][0]["W"])
+    assert torch.equal(a["transform"]["shift"], b["transform"]["shift"])
+
+
+def test_deeper_resume_reuses_the_lower_layers(corpus, pretrained, tmp_path, capsys):
+    root, data, _ = corpus
+    out = tmp_path / "dbn"
+    shutil.copytree(pretrained, out)
+    before = _snapshot(out)
+    capsys.readouterr()
+    assert rbm_main(["--nn-depth", "2", *BASE, data, str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "layer 1 already trained" in err and "RBM 2/2" in err and "RBM 1/2" not in err
+    after = _snapshot(out)
+    for f in ("1.rbm", "feature_transform.pt", RECORD_NAME):   # the depth is not in the record
+        assert after[f] == before[f], f
+    dbn = load_dbn(str(out / "final.dbn"))
+    assert [tuple(x["W"].shape) for x in dbn["layers"]] == [(8, 18), (8, 8)]
+    assert torch.equal(dbn["layers"][0]["W"], load_dbn(str(pretrained / "final.dbn"))["layers"][0]["W"])
+
+
+def test_dir_from_before_the_record_still_resumes(corpus, pretrained, tmp_path, capsys):
+    root, data, _ = corpus
+    old = tmp_path / "old"
+    shutil.copytree(pretrained, old)
+    os.unlink(old / RECORD_NAME)
+    other = tmp_path / "other"
+    shutil.copytree(old, other)
+    before = _snapshot(old)
+    capsys.readouterr()
+    # its files have the shapes these options need: trusted, and the record written now
+    assert rbm_main(["--nn-depth", "1", *BASE, data, str(old)]) == 0
+    assert f"has no {RECORD_NAME}" in capsys.readouterr().err
+    assert _snapshot(old)["1.rbm"] == before["1.rbm"]
+    assert json.load(open(old / RECORD_NAME))["options"]["hid_dim"] == 8
+    # a shape that does not fit is a one-line error, not a torch traceback, and writes no record
+    assert rbm_main(["--nn-depth", "1", *_with(BASE, "--hid-dim", "16"), data, str(other)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0, err
+    assert f"{other / '1.rbm'}: has shape [8, 18], these options need [16, 18]" in err
+    assert not (other / RECORD_NAME).exists()

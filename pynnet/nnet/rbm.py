@@ -7,12 +7,17 @@ layers' sigmoid outputs, each with its visible bias set from those outputs' mean
 (the learning rate is scaled by 1 - momentum, as nnet1 does), L2 0.0002, weights N(0, 0.1).
 
 Files: ``<dir>/<n>.rbm`` after layer n (a rerun skips finished layers), ``<dir>/final.dbn``
-(feature transform + all layers), ``<dir>/log/rbm.json`` (reconstruction error per epoch).
+(feature transform + all layers), ``<dir>/log/rbm.json`` (reconstruction error per epoch),
+``<dir>/pretrain_opts.json`` (the options and data the layers were trained with: a rerun with
+others fails rather than stacking new layers on old ones; the depth is not among them, so a
+deeper rerun reuses the layers below).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 
@@ -25,6 +30,13 @@ from pynnet.nnet.data import ChunkLoader, FeatureReader, FrameSet, global_cmvn, 
 from pynnet.nnet.model import FeatureTransform
 
 DBN_FORMAT = "pynnet-dbn-v1"
+RECORD_FORMAT = "pynnet-rbm-opts-v1"
+RECORD_NAME = "pretrain_opts.json"
+# How a mismatch names each recorded field (pynnet-rbm-train's options where there is one).
+_OPTION_NAMES = {"apply_cmvn": "--apply-cmvn", "delta_order": "--delta-order", "context": "--splice",
+                 "input_dim": "feature dim", "hid_dim": "--hid-dim", "epochs": "--rbm-iter",
+                 "lr_gb": "--rbm-lrate-low", "lr_bb": "--rbm-lrate", "l2": "--rbm-l2penalty",
+                 "minibatch_size": "--minibatch-size", "buffer_frames": "--buffer-frames", "seed": "--seed"}
 
 
 @dataclass
@@ -153,6 +165,72 @@ def _frame_set(data_dir: str, apply_cmvn: bool, delta_order: int) -> FrameSet:
     return FrameSet(reader, targets, utts, frames)
 
 
+def _resume_record(data_dir: str, fs: FrameSet, in_dim: int, context: int, hid_dim: int,
+                   apply_cmvn: bool, delta_order: int, cfg: RbmConfig) -> dict:
+    """What the layers depend on: everything that changes their values except the depth (a layer
+    does not depend on those above it) and the device/threads (rounding only)."""
+    import kaldiio
+
+    # the data's identity, cheaply: the utterances, their lengths and the first one's stored
+    # features (re-extracted features); before the input pipeline, whose options are recorded apart
+    h = hashlib.sha1()
+    for u in fs.utts:
+        h.update(f"{u} {fs.frames[u]}\n".encode())
+    h.update(np.ascontiguousarray(kaldiio.load_mat(fs.reader.scp[fs.utts[0]]), dtype=np.float32).tobytes())
+    options = {"apply_cmvn": apply_cmvn, "delta_order": delta_order, "context": context,
+               "input_dim": in_dim, "hid_dim": hid_dim, "epochs": cfg.epochs,
+               "lr_gb": cfg.lr_gb, "lr_bb": cfg.lr_bb, "l2": cfg.l2, "minibatch_size": cfg.minibatch_size,
+               "buffer_frames": cfg.buffer_frames, "seed": cfg.seed, "momentum": cfg.momentum,
+               "momentum_max": cfg.momentum_max, "init_std": cfg.init_std}
+    return {"format": RECORD_FORMAT, "options": options,
+            "data": {"dir": os.path.abspath(data_dir), "utts": len(fs.utts), "frames": fs.num_frames,
+                     "sha1": h.hexdigest()}}
+
+
+def _check_resume(path: str, new: dict, out_dir: str) -> None:
+    """Fail on one line, naming what differs, unless ``path`` records the same options and data."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+        old_opts, old_data = old["options"], old["data"]
+        if old.get("format") != RECORD_FORMAT:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        fail(f"not a pynnet RBM options record ({RECORD_FORMAT}): use a fresh dir or delete {out_dir}", path)
+    diffs = [f"{_OPTION_NAMES.get(k, k)} {json.dumps(old_opts.get(k))} -> {json.dumps(v)}"
+             for k, v in new["options"].items() if old_opts.get(k) != v]
+    nd = new["data"]
+    if old_data.get("sha1") != nd["sha1"]:
+        diffs.append(f"data {old_data.get('dir')} ({old_data.get('utts')} utts, {old_data.get('frames')} frames) -> "
+                     f"{nd['dir']} ({nd['utts']} utts, {nd['frames']} frames)")
+    if diffs:
+        fail(f"the layers in {out_dir} were trained with other options or data ({'; '.join(diffs)}): "
+             f"use a fresh dir or delete {out_dir}", path)
+
+
+def _load_finished(path: str, what: str, out_dir: str) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - a damaged file is the user's to remove
+        fail(f"cannot read {what} ({type(e).__name__}): use a fresh dir or delete {out_dir}", path)
+
+
+def _write_record(path: str, record: dict) -> None:
+    with atomic_write(path) as f:
+        json.dump(record, f, indent=1)
+
+
+def _shape(t: object) -> tuple:
+    return tuple(t.shape) if isinstance(t, torch.Tensor) else ()
+
+
+def _check_shape(path: str, shape: tuple, expected: tuple, out_dir: str) -> None:
+    # a record guarantees this; a dir from before the record (or without it) may not match
+    if shape != expected:
+        fail(f"has shape {list(shape)}, these options need {list(expected)} (--splice, --hid-dim or the "
+             f"features differ): use a fresh dir or delete {out_dir}", path)
+
+
 def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: RbmConfig, *,
                  context: int = 5, apply_cmvn: bool = False, delta_order: int = 0) -> str:
     """Train ``nn_depth`` stacked RBMs on the data dir's features; returns the path of final.dbn."""
@@ -160,12 +238,25 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
     torch.manual_seed(cfg.seed)
     dev = torch.device(cfg.device)
     fs = _frame_set(data_dir, apply_cmvn, delta_order)
+    if not fs.utts:
+        fail("no utterances", fs.reader.feats_scp)
     pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
     tf_path = os.path.join(out_dir, "feature_transform.pt")
     in_dim = fs.reader.read(fs.utts[0]).shape[1]
+    record = _resume_record(data_dir, fs, in_dim, context, hid_dim, apply_cmvn, delta_order, cfg)
+    record_path = os.path.join(out_dir, RECORD_NAME)
+    finished = os.path.exists(tf_path) or any(re.fullmatch(r"[0-9]+\.rbm", f) for f in os.listdir(out_dir))
+    legacy = finished and not os.path.exists(record_path)   # made before the record existed
+    if not finished:   # (a record beside no finished files is stale: replaced)
+        _write_record(record_path, record)
+    elif not legacy:
+        _check_resume(record_path, record, out_dir)
     transform = FeatureTransform(in_dim, context)
     if os.path.exists(tf_path):
-        transform.load_state_dict(torch.load(tf_path, map_location="cpu", weights_only=False))
+        state = _load_finished(tf_path, "the feature transform", out_dir)
+        shift = state.get("shift") if isinstance(state, dict) else None
+        _check_shape(tf_path, _shape(shift), (transform.output_dim,), out_dir)
+        transform.load_state_dict(state)
     else:
         mean, std = global_cmvn(fs, progress=sys.stderr.isatty())
         transform.set_global_cmvn(mean, std)
@@ -196,13 +287,22 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
         return batches
 
     vis = transform.output_dim
+    # finished layers: the run of them from layer 1 (one above a missing layer was trained on
+    # another layer below it, so it is trained again)
     for layer in range(1, nn_depth + 1):
         path = os.path.join(out_dir, f"{layer}.rbm")
-        if os.path.exists(path):
-            rbms.append(Rbm.from_dict(torch.load(path, map_location="cpu", weights_only=False)).to(dev))
-            log(f"{path} exists: layer {layer} already trained")
-            vis = hid_dim
-            continue
+        if not os.path.exists(path):
+            break
+        d = _load_finished(path, f"RBM layer {layer}", out_dir)
+        _check_shape(path, _shape(d.get("W") if isinstance(d, dict) else None), (hid_dim, vis), out_dir)
+        rbms.append(Rbm.from_dict(d).to(dev))
+        log(f"{path} exists: layer {layer} already trained")
+        vis = hid_dim
+    if legacy:   # its files fit these options' shapes: trust that it was made with them
+        log(f"{out_dir} has no {RECORD_NAME}: assuming its layers were trained with these options")
+        _write_record(record_path, record)
+    for layer in range(len(rbms) + 1, nn_depth + 1):
+        path = os.path.join(out_dir, f"{layer}.rbm")
         gen = torch.Generator().manual_seed(cfg.seed + layer)
         gaussian = layer == 1
         rbm = Rbm(vis, hid_dim, gaussian, cfg.init_std, gen).to(dev)   # same initial weights on any device

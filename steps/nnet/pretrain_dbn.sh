@@ -3,7 +3,8 @@
 # Gaussian-Bernoulli RBM on spliced (+-5), globally normalised features, the others
 # Bernoulli-Bernoulli; CD-1, minibatch 100, momentum 0.5 -> 0.9, L2 0.0002.
 # Writes <exp-dir>/{1..N}.rbm (a rerun continues after the last finished layer), final.dbn,
-# feature_transform.pt, log/pretrain.log, log/rbm.json (reconstruction error per epoch).
+# feature_transform.pt, log/pretrain.log, log/rbm.json (reconstruction error per epoch),
+# pretrain_opts.json (the options and data of the layers: a rerun with others is an error).
 
 # Begin configuration section.
 cmd=
