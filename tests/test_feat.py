@@ -643,3 +643,25 @@ def test_read_features_errors(tmp_path):
         next(read_features(d, cmvn=False))
     with pytest.raises(ValueError):
         next(read_features(d, delta_order=-1))
+
+
+def test_read_matrices_from_a_command(tmp_path):
+    # Kaldi's "ark:cmd |": the command's failure is an error (kaldiio alone returns a short table)
+    from pynnet.feat.tables import read_matrices
+    mats = {"u1": np.arange(6, dtype=np.float32).reshape(3, 2), "u2": np.ones((4, 2), np.float32)}
+    ark = tmp_path / "a.ark"
+    with kaldiio.WriteHelper(f"ark:{ark}") as w:
+        for k, m in mats.items():
+            w(k, m)
+    got = dict(read_matrices(f"ark:cat {ark} |"))
+    assert got.keys() == mats.keys() and all(np.array_equal(got[k], mats[k]) for k in mats)
+    with pytest.raises(PynnetError, match=r"'cat .*missing.ark \| cat \|' failed \(exit code 1\)"):
+        list(read_matrices(f"ark:cat {tmp_path}/missing.ark | cat |"))
+    with pytest.raises(PynnetError, match=r"'\(cat .*a.ark; exit 3\) \|' failed \(exit code 3\)"):
+        list(read_matrices(f"ark:(cat {ark}; exit 3) |"))
+    with pytest.raises(PynnetError, match=r"cannot read matrices from 'echo garbage \|'"):
+        list(read_matrices("ark:echo garbage |"))
+    # a reader that stops early does not wait for an endless command
+    g = read_matrices(f"ark:while true; do cat {ark}; done |")
+    assert next(g)[0] == "u1"
+    g.close()

@@ -1,5 +1,6 @@
 """DNN training: end to end on a toy corpus, kill -9 and exact resume, newbob decisions and epoch
-rejection, the exponential schedule, NaN recovery, user errors."""
+rejection, the exponential schedule, user errors (NaN recovery and bad inputs:
+test_nnet_train_faults.py)."""
 import json
 import os
 import signal
@@ -66,7 +67,10 @@ def test_kill9_mid_epoch_then_resume_is_bit_exact(corpus):
     root, data, ali = corpus
     args = [*SMALL, "--max-epochs", "2", "--optimizer", "ngsgd", data, ali]
     ref = root / "exp_ref"
-    assert train_main([*args, str(ref)]) == 0   # the uninterrupted run (in this process)
+    # the uninterrupted run with the same thread count as the killed one: GEMMs split over
+    # another number of threads round differently
+    r = subprocess.run([BIN, *args, str(ref)], env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
     exp = root / "exp_killed"
     p = subprocess.Popen([BIN, *args, str(exp)], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = exp / "checkpoint.pt"
@@ -89,6 +93,8 @@ def test_kill9_mid_epoch_then_resume_is_bit_exact(corpus):
     r = subprocess.run([BIN, *args, str(exp)], env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "resuming from" in r.stderr
+    assert "torch threads" not in r.stderr   # (the thread-count warning)
+    assert _weights(ref / "checkpoint.pt")["threads"] == _weights(exp / "checkpoint.pt")["threads"] == 1
     a, b = _weights(ref / "final.nnet"), _weights(exp / "final.nnet")
     for k in a["state_dict"]:
         assert torch.equal(a["state_dict"][k], b["state_dict"][k]), k
@@ -157,20 +163,6 @@ def test_exponential_schedule(tmp_path, corpus):
     h = t.st["history"][1:]
     assert [x["lr"] for x in h] == pytest.approx([0.01, 0.01 * 0.1 ** 0.5, 0.001])
     assert all(x["accepted"] for x in h)
-
-
-def test_nonfinite_loss_restores_checkpoint_and_halves_lr(tmp_path, corpus, capsys):
-    _, data, ali = corpus
-    cfg = TrainConfig(optimizer="ngsgd", max_epochs=2, buffer_frames=400, checkpoint_every=4)
-    build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[16], context=2, progress=False,
-                    fault_steps={10})
-    err = capsys.readouterr().err
-    assert "WARNING: non-finite loss at epoch 1" in err
-    assert "restored the last checkpoint (epoch 1, chunk " in err
-    assert "halved the learning rate to 0.004" in err
-    h = json.load(open(tmp_path / "log" / "train.json"))
-    assert h[1]["lr"] == 0.004 and h[2]["lr"] <= 0.004
-    assert os.path.exists(tmp_path / "final.nnet")
 
 
 def test_feature_dim_mismatch_is_one_line_error(tmp_path, capsys):

@@ -26,6 +26,18 @@ def _check_device(device: str) -> None:
         fail(f"--device must be cpu or cuda[:N], not '{device}'")
 
 
+def _check_positive(a: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if not getattr(a, name) > 0:   # (not <= 0: catches nan too)
+            fail(f"--{name.replace('_', '-')} must be positive, not {getattr(a, name)}")
+
+
+def _check_not_negative(a: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(a, name) < 0:
+            fail(f"--{name.replace('_', '-')} must not be negative, not {getattr(a, name)}")
+
+
 def _apply_cmvn(v: str, data_dir: str) -> bool:
     if v == "auto":
         return os.path.exists(os.path.join(data_dir, "cmvn.scp"))
@@ -76,10 +88,16 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--dbn", default="", help="initialise the hidden layers from this DBN (final.dbn)")
     a = p.parse_args(argv)
     _check_device(a.device)
-    for name in ("learn_rate", "minibatch_size", "max_epochs", "buffer_frames", "checkpoint_every", "hid_dim",
-                 "nn_depth"):
-        if getattr(a, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive")
+    # before any data is read (that can take minutes on a real corpus)
+    from pynnet.nnet.optim import check_momentum
+    _check_positive(a, "learn_rate", "minibatch_size", "max_epochs", "num_epochs", "buffer_frames",
+                    "checkpoint_every", "hid_dim", "nn_depth", "pnorm_group")
+    if a.schedule == "exponential":
+        _check_positive(a, "final_learn_rate")
+    _check_not_negative(a, "splice", "delta_order")
+    if not 0.0 <= a.cv_percent < 100.0:
+        fail(f"--cv-percent must be in [0, 100), not {a.cv_percent}")
+    check_momentum(a.optimizer, a.momentum)
     if a.buffer_frames < a.minibatch_size:
         fail("--buffer-frames must be at least --minibatch-size")
     cfg = TrainConfig(optimizer=a.optimizer, learn_rate=a.learn_rate, momentum=a.momentum,
@@ -119,9 +137,8 @@ def rbm_main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=d.device, help="cpu | cuda[:N]")
     a = p.parse_args(argv)
     _check_device(a.device)
-    for name in ("nn_depth", "hid_dim", "rbm_iter", "minibatch_size", "buffer_frames"):
-        if getattr(a, name) <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive")
+    _check_positive(a, "nn_depth", "hid_dim", "rbm_iter", "minibatch_size", "buffer_frames")
+    _check_not_negative(a, "splice", "delta_order")
     from pynnet.nnet.train import set_threads
     set_threads()
     cfg = RbmConfig(minibatch_size=a.minibatch_size, lr_gb=a.rbm_lrate_low, lr_bb=a.rbm_lrate,
@@ -138,7 +155,7 @@ def forward_main(argv: list[str] | None = None) -> int:
     import numpy as np
     import torch
 
-    from pynnet.feat.tables import MatrixWriter
+    from pynnet.feat.tables import MatrixWriter, read_matrices
     from pynnet.nnet.data import add_deltas
     from pynnet.nnet.model import load_model
 
@@ -172,14 +189,13 @@ def forward_main(argv: list[str] | None = None) -> int:
         cmvn_of = {k: v for _, k, v in read_table_lines(a.cmvn_scp)}
     in_dim = model.arch["input_dim"]
     n = 0
-    try:
-        reader = kaldiio.ReadHelper(a.feats_rspecifier)
-    except Exception as e:  # noqa: BLE001
-        fail(f"cannot open features '{a.feats_rspecifier}': {e}")
-    # the output file appears only when every utterance went through (MatrixWriter renames)
-    with reader, MatrixWriter(a.out_wspecifier) as writer:
-        for utt, m in reader:
+    # the output file appears only when every utterance went through (MatrixWriter renames);
+    # read_matrices turns an unreadable scp/ark into a one-line error naming it
+    with MatrixWriter(a.out_wspecifier) as writer:
+        for utt, m in read_matrices(a.feats_rspecifier):
             m = np.asarray(m, dtype=np.float32)
+            if not m.flags.writeable:   # (kaldiio may hand out read-only arrays; torch warns on them)
+                m = m.copy()
             if pipe.get("apply_cmvn"):
                 spk = spk_of.get(utt)
                 if spk is None:
@@ -187,7 +203,10 @@ def forward_main(argv: list[str] | None = None) -> int:
                 if spk not in mean_cache:
                     if spk not in cmvn_of:
                         fail(f"no CMVN stats for speaker '{spk}'", a.cmvn_scp)
-                    st = np.asarray(kaldiio.load_mat(cmvn_of[spk]), dtype=np.float64)
+                    try:
+                        st = np.asarray(kaldiio.load_mat(cmvn_of[spk]), dtype=np.float64)
+                    except (OSError, ValueError, EOFError) as e:
+                        fail(f"cannot read the CMVN stats of speaker '{spk}': {e}", a.cmvn_scp)
                     mean_cache[spk] = st[0, :-1] / st[0, -1]
                 if mean_cache[spk].shape[0] != m.shape[1]:
                     fail(f"utterance '{utt}': feature dim {m.shape[1]} != CMVN stats dim {mean_cache[spk].shape[0]}",

@@ -2,7 +2,7 @@
 
 wspecifiers: ``ark,scp:x.ark,x.scp`` (binary ark + scp with absolute-or-given ark path),
 ``ark:x.ark``, ``ark,t:x.txt``, ``ark:-`` (stdout). rspecifiers: ``scp:x.scp``, ``ark:x.ark``,
-``ark:-``, or a bare path ending in .scp/.ark. Integer/real tables (utt2num_frames, utt2dur):
+``ark:-``, ``ark:cmd |``, or a bare path ending in .scp/.ark. Integer/real tables (utt2num_frames, utt2dur):
 ``ark,t:path`` or a bare path.
 """
 from __future__ import annotations
@@ -95,10 +95,14 @@ class MatrixWriter:
 
 
 def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
-    """Iterate (key, matrix) over ``scp:x.scp`` / ``ark:x.ark`` / ``ark:-`` / bare x.scp or x.ark."""
+    """Iterate (key, matrix) over ``scp:x.scp`` / ``ark:x.ark`` / ``ark:-`` / ``ark:cmd |`` /
+    bare x.scp or x.ark."""
     import kaldiio
 
     opts, rest = _split_spec(rspecifier)
+    if "ark" in opts and "scp" not in opts and rest.rstrip().endswith("|"):
+        yield from _read_ark_pipe(rest.rstrip()[:-1].strip())
+        return
     if not opts:
         if rspecifier.endswith(".scp"):
             opts, rest = {"scp"}, rspecifier
@@ -117,8 +121,32 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
             with kaldiio.ReadHelper(f"ark:{rest}") as reader:
                 for key, mat in reader:
                     yield key, mat
-    except (ValueError, OSError, EOFError, KeyError) as e:  # kaldiio's errors on corrupt input
-        fail(f"cannot read matrices: {e}", rest)
+    except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
+        fail(f"cannot read matrices: {str(e) or type(e).__name__}", rest)
+
+
+def _read_ark_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
+    """Matrices from a command's stdout (Kaldi's ``ark:cmd |``). Unlike kaldiio's own pipe reader,
+    a command that fails (pipefail: any stage) is an error, not a silently short table."""
+    import subprocess
+
+    import kaldiio
+
+    proc = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdout=subprocess.PIPE)
+    finished = False
+    try:
+        for key, mat in kaldiio.load_ark(proc.stdout):
+            yield key, mat
+        finished = True
+    except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
+        fail(f"cannot read matrices from '{cmd} |': {str(e) or type(e).__name__}")
+    finally:
+        proc.stdout.close()
+        if not finished:     # the reader stopped early or failed: do not wait for the command
+            proc.kill()
+        rc = proc.wait()
+    if rc != 0:
+        fail(f"'{cmd} |' failed (exit code {rc})")
 
 
 def table_path(spec: str) -> str:

@@ -194,7 +194,16 @@ class NgSgd(Optimizer):
             p.to(dev)
 
 
+def check_momentum(name: str, momentum: float) -> None:
+    """Only SGD has momentum: NG-SGD and AdaGrad would silently ignore it."""
+    if not 0.0 <= momentum < 1.0:
+        fail(f"--momentum must be in [0, 1), not {momentum}")
+    if momentum != 0.0 and name != "sgd":
+        fail(f"--momentum {momentum}: only --optimizer sgd uses momentum, not {name}")
+
+
 def make_optimizer(name: str, model: Dnn, momentum: float = 0.0, ng_config: NgConfig | None = None) -> Optimizer:
+    check_momentum(name, momentum)
     if name == "ngsgd":
         return NgSgd(model, ng_config)
     if name == "sgd":

@@ -13,6 +13,7 @@ gradient buffers, ``after_update`` runs after each local step (model averaging e
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import os
@@ -52,6 +53,8 @@ class TrainConfig:
 
 # options that may differ between a run and its resumption
 _RESUMABLE_CHANGES = {"device", "checkpoint_every"}
+MAX_NAN_RESTARTS = 10
+_CHECKPOINT_KEYS = ("cfg", "state", "model", "opt", "arch", "input_pipeline")
 
 
 class Synchronizer:
@@ -78,13 +81,64 @@ def exponential_lr(initial: float, final: float, epoch: int, num_epochs: int) ->
 
 
 class _Restart(Exception):
-    """A non-finite loss: go back to the last checkpoint (raised out of the epoch loop)."""
+    """A non-finite loss or parameter: go back to the last checkpoint (raised out of the epoch loop)."""
+
+
+def read_checkpoint(path: str, keys: tuple[str, ...] = _CHECKPOINT_KEYS,
+                    hint: str = "delete it to start over") -> dict:
+    """torch.load of a training state file; unreadable or truncated -> one-line error."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
+        first = (str(e).strip().splitlines() or [""])[0]
+        fail(f"cannot read it ({type(e).__name__}: {first}); {hint}", path)
+    missing = [k for k in keys if not isinstance(obj, dict) or k not in obj]
+    if missing:
+        fail(f"not a pynnet training state (no {', '.join(missing)}); {hint}", path)
+    return obj
+
+
+def data_fingerprint(tr: FrameSet, cv: FrameSet, cv_percent: float | None) -> dict:
+    """What a run trains on, stored in its checkpoint: resuming on another split or other
+    alignments would silently mix two trainings."""
+    def utts_sha1(utts: list[str]) -> str:
+        return hashlib.sha1("\n".join(utts).encode()).hexdigest()
+
+    h = hashlib.sha1()
+    # sorted: another split alone is reported as such, not as other targets
+    for u in sorted(tr.utts + cv.utts, key=lambda u: u.encode()):
+        t = np.ascontiguousarray(tr.targets[u], dtype=np.int32)   # int16 or int32 by num_pdfs
+        h.update(np.int64(len(t)).tobytes())
+        h.update(t.tobytes())
+    return {"cv_percent": cv_percent, "num_train_utts": len(tr.utts), "train_utts_sha1": utts_sha1(tr.utts),
+            "num_cv_utts": len(cv.utts), "cv_utts_sha1": utts_sha1(cv.utts), "targets_sha1": h.hexdigest()}
+
+
+def check_same_data(obj: dict, data: dict, path: str) -> None:
+    """Refuse to resume a checkpoint on other data. Checkpoints from before these fields: accepted."""
+    old = obj.get("data") or {}
+
+    def known(k: str) -> bool:
+        return old.get(k) is not None and data.get(k) is not None
+
+    diff = []
+    if known("cv_percent") and float(old["cv_percent"]) != float(data["cv_percent"]):
+        diff.append(f"--cv-percent {old['cv_percent']} now {data['cv_percent']}")
+    for name, what in (("train", "training"), ("cv", "CV")):
+        if known(f"{name}_utts_sha1") and old[f"{name}_utts_sha1"] != data[f"{name}_utts_sha1"]:
+            diff.append(f"the {what} utterance list differs ({old.get(f'num_{name}_utts')} utterances then, "
+                        f"{data.get(f'num_{name}_utts')} now)")
+    if known("targets_sha1") and old["targets_sha1"] != data["targets_sha1"]:
+        diff.append("the alignment targets differ")
+    if diff:
+        fail("checkpoint was written for other data (" + "; ".join(diff) + "); remove it to start over", path)
 
 
 class Trainer:
     def __init__(self, exp_dir: str, model: Dnn, tr: FrameSet, cv: FrameSet, cfg: TrainConfig,
-                 sync: Synchronizer | None = None, progress: bool = True, fault_steps: set[int] | None = None):
+                 sync: Synchronizer | None = None, progress: bool = True, data_id: dict | None = None):
         self.dir, self.cfg, self.tr, self.cv = exp_dir, cfg, tr, cv
+        self.data_id = data_id if data_id is not None else data_fingerprint(tr, cv, None)
         self.sync = sync or Synchronizer()
         self.progress = progress
         self.device = torch.device(cfg.device)
@@ -92,7 +146,6 @@ class Trainer:
         self.opt = make_optimizer(cfg.optimizer, self.model, cfg.momentum)
         self.ckpt_path = os.path.join(exp_dir, "checkpoint.pt")
         self.best_path = os.path.join(exp_dir, "nnet", "best.pt")
-        self.fault_steps = set(fault_steps or ())   # tests: pretend these global steps gave NaN
         self.st: dict = {}
         # the loader threads transform features on the CPU, whatever the training device
         self.cpu_transform = copy.deepcopy(self.model.transform).cpu()
@@ -106,17 +159,31 @@ class Trainer:
         self.model.load_state_dict(snap["model"])
         self.opt.load_state_dict(snap["opt"])
 
+    def _nonfinite_params(self) -> list[str]:
+        with torch.no_grad():
+            return [k for k, v in self.model.named_parameters() if not bool(torch.isfinite(v).all())]
+
+    def check_finite(self, where: str) -> None:
+        """A checkpoint or best model must never hold inf/NaN (a finite loss does not prove that:
+        an inf bias into a sigmoid still gives finite outputs)."""
+        bad = self._nonfinite_params()
+        if bad:
+            raise _Restart(f"non-finite parameters ({', '.join(bad)}) at {where}")
+
     def save_checkpoint(self) -> None:
+        st = self.st
+        self.check_finite(f"epoch {st['epoch']} chunk {st['chunk']} minibatch {st['batch']} (checkpoint not written)")
         obj = {"cfg": asdict(self.cfg), "state": self.st, **self._snapshot(),
                "arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
-               "threads": torch.get_num_threads()}
+               "threads": torch.get_num_threads(), "data": self.data_id}
         with atomic_path(self.ckpt_path) as tmp:
             torch.save(obj, tmp)
 
     def load_checkpoint(self) -> bool:
         if not os.path.exists(self.ckpt_path):
             return False
-        obj = torch.load(self.ckpt_path, map_location="cpu", weights_only=False)
+        obj = read_checkpoint(self.ckpt_path)
+        check_same_data(obj, self.data_id, self.ckpt_path)
         old = obj["cfg"]
         diff = [k for k, v in asdict(self.cfg).items() if k not in _RESUMABLE_CHANGES and old.get(k) != v]
         if diff:
@@ -180,11 +247,8 @@ class Trainer:
                     out = self.model(xb)
                     loss = F.cross_entropy(out, yb, reduction="sum")
                     lv = float(loss.detach())
-                    if st["step"] in self.fault_steps:
-                        self.fault_steps.discard(st["step"])
-                        lv = float("nan")
                     if not math.isfinite(lv):
-                        raise _Restart(f"epoch {epoch} chunk {ch.index} minibatch {b}")
+                        raise _Restart(f"non-finite loss at epoch {epoch} chunk {ch.index} minibatch {b}")
                     loss.backward()
                     self.sync.before_update(st["step"], self.model, self.opt)
                     self.opt.step(lr)
@@ -217,6 +281,9 @@ class Trainer:
             log(f"{self.dir}: resuming from {self.ckpt_path}: epoch {st['epoch']}, "
                 f"chunk {st['chunk']}, minibatch {st['batch']}")
         else:
+            bad = self._nonfinite_params()
+            if bad:
+                fail(f"the initial model has non-finite parameters ({', '.join(bad)})", self.dir)
             cv_loss, cv_acc = self.evaluate(self.cv)
             self.st = st = {"epoch": 1, "chunk": 0, "batch": 0, "step": 0, "lr": cfg.learn_rate,
                             "halving": False, "best_loss": cv_loss, "done": False, "nan_restarts": 0, "lr_factor": 1.0,
@@ -227,31 +294,36 @@ class Trainer:
             self.save_checkpoint()
         while not st["done"]:
             if cfg.schedule == "exponential":
-                st["lr"] = st["lr_factor"] * exponential_lr(cfg.learn_rate, cfg.final_learn_rate, st["epoch"],
-                                                            cfg.num_epochs)
+                st["lr"] = self._exponential_lr()
             try:
                 self.run_epoch()
+                self.check_finite(f"the end of epoch {st['epoch']}")
+                self._end_epoch()
+                self.save_checkpoint()
             except _Restart as e:
                 self._recover(str(e))
                 st = self.st
-                continue
-            self._end_epoch()
-            self.save_checkpoint()
         self._write_final()
         return st
 
-    def _recover(self, where: str) -> None:
-        lr = self.st["lr"]
+    def _exponential_lr(self) -> float:
+        st, cfg = self.st, self.cfg
+        return st["lr_factor"] * exponential_lr(cfg.learn_rate, cfg.final_learn_rate, st["epoch"], cfg.num_epochs)
+
+    def _recover(self, what: str) -> None:
         restarts = self.st["nan_restarts"] + 1
-        if restarts > 10:
-            fail(f"non-finite loss at {where}: gave up after 10 restarts with halved learning rates",
-                 self.ckpt_path)
+        if restarts > MAX_NAN_RESTARTS:
+            fail(f"{what}: gave up after {MAX_NAN_RESTARTS} restarts with halved learning rates", self.ckpt_path)
+        # halve the rate in use, not the checkpoint's: a second failure before the next checkpoint
+        # must halve again
+        lr, factor = self.st["lr"] * 0.5, self.st["lr_factor"] * 0.5
         self.load_checkpoint()
-        self.st["lr"] = lr * 0.5
-        self.st["lr_factor"] *= 0.5   # keeps the halving under the exponential schedule too
-        self.st["nan_restarts"] = restarts
-        log(f"WARNING: non-finite loss at {where}: restored the last checkpoint (epoch {self.st['epoch']}, "
-            f"chunk {self.st['chunk']}, minibatch {self.st['batch']}) and halved the learning rate to {lr * 0.5:.4g}")
+        st = self.st
+        st["lr_factor"] = factor   # keeps the halving under the exponential schedule too
+        st["lr"] = self._exponential_lr() if self.cfg.schedule == "exponential" else lr
+        st["nan_restarts"] = restarts
+        log(f"WARNING: {what}: restored the last checkpoint (epoch {st['epoch']}, chunk {st['chunk']}, "
+            f"minibatch {st['batch']}) and halved the learning rate to {st['lr']:.4g}")
 
     def _end_epoch(self) -> None:
         st, cfg = self.st, self.cfg
@@ -262,13 +334,14 @@ class Trainer:
                "cv_loss": cv_loss, "cv_acc": cv_acc, "frames": int(a["frames"]),
                "frames_per_sec": a["frames"] / max(a["seconds"], 1e-9), "seconds": a["seconds"]}
         loss_prev = st["best_loss"]
-        if cfg.schedule == "exponential" or cv_loss < loss_prev:
+        # a non-finite CV loss is rejected under every schedule (never the best model)
+        if math.isfinite(cv_loss) and (cfg.schedule == "exponential" or cv_loss < loss_prev):
             rec["accepted"] = True
             st["best_loss"] = cv_loss
             self._save_best()
         else:
             rec["accepted"] = False
-            self._restore(torch.load(self.best_path, map_location="cpu", weights_only=False))
+            self._restore(self._read_best())
         log(f"epoch {st['epoch']}: lr {st['lr']:.4g} train loss {tr_loss:.4f} acc {100 * tr_acc:.2f}% | "
             f"CV loss {cv_loss:.4f} acc {100 * cv_acc:.2f}% | {rec['frames_per_sec']:.0f} frames/s | "
             + ("accepted" if rec["accepted"] else "REJECTED (restored the previous model)"))
@@ -293,6 +366,9 @@ class Trainer:
             log(f"finished: reached --max-epochs {cfg.max_epochs}")
             st["done"] = True
 
+    def _read_best(self) -> dict:
+        return read_checkpoint(self.best_path, ("model", "opt"), f"delete {self.ckpt_path} to start over")
+
     def _save_best(self) -> None:
         with atomic_path(self.best_path) as tmp:
             torch.save(self._snapshot(), tmp)
@@ -304,7 +380,7 @@ class Trainer:
         plot_curve(hist, os.path.join(self.dir, "train_curve.png"))
 
     def _write_final(self) -> None:
-        best = torch.load(self.best_path, map_location="cpu", weights_only=False)
+        best = self._read_best()
         final = model_from_dict({"arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
                                  "state_dict": best["model"]})
         hist = self.st["history"]
@@ -353,8 +429,7 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
                     hidden_dims: list[int], activation: str = "sigmoid", context: int = 5,
                     pnorm_group: int = 10, apply_cmvn: bool = False, delta_order: int = 0,
                     cv_percent: float = 10.0, dbn_path: str | None = None, progress: bool = True,
-                    targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None,
-                    fault_steps: set[int] | None = None) -> dict:
+                    targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None) -> dict:
     """steps/nnet/train.sh in one call: frame sets, initial model (random or DBN; global CMVN and
     priors from the training data) in ``exp_dir/nnet.init``, then training to ``exp_dir/final.nnet``.
     Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``."""
@@ -365,6 +440,8 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     set_threads()
     seed_everything(cfg.seed)
     os.makedirs(os.path.join(exp_dir, "log"), exist_ok=True)
+    ckpt = os.path.join(exp_dir, "checkpoint.pt")
+    obj = read_checkpoint(ckpt) if os.path.exists(ckpt) else None   # unreadable: fail before the data
     pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
     if dbn_path:
         from pynnet.nnet.rbm import load_dbn
@@ -375,12 +452,14 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
                                        cv_percent=cv_percent, seed=cfg.seed, targets=targets)
     log(f"{len(tr.utts)} training utterances ({tr.num_frames} frames), {len(cv.utts)} CV utterances "
         f"({cv.num_frames} frames), {num_pdfs} pdfs")
-    write_table(os.path.join(exp_dir, "train_utts.list"), [(u, "") for u in tr.utts])
-    write_table(os.path.join(exp_dir, "cv_utts.list"), [(u, "") for u in cv.utts])
+    data_id = data_fingerprint(tr, cv, cv_percent)
     init_path = os.path.join(exp_dir, "nnet.init")
-    ckpt = os.path.join(exp_dir, "checkpoint.pt")
-    if os.path.exists(ckpt):
-        obj = torch.load(ckpt, map_location="cpu", weights_only=False)
+    if obj is not None:
+        # before the lists are rewritten: they must keep describing the checkpoint's split
+        check_same_data(obj, data_id, ckpt)
+    write_table(os.path.join(exp_dir, "train_utts.list"), [(u, "") for u in tr.utts])   # atomic
+    write_table(os.path.join(exp_dir, "cv_utts.list"), [(u, "") for u in cv.utts])
+    if obj is not None:
         model = model_from_dict({"arch": obj["arch"], "input_pipeline": obj["input_pipeline"],
                                  "state_dict": obj["model"]})
         _check_same_model(model, ckpt, dbn_path, hidden_dims, activation, context, pipeline)
@@ -410,7 +489,7 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
             f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
     if model.arch["output_dim"] != num_pdfs:
         fail(f"model has {model.arch['output_dim']} outputs but the alignments have {num_pdfs} pdfs", init_path)
-    return Trainer(exp_dir, model, tr, cv, cfg, sync, progress, fault_steps).train()
+    return Trainer(exp_dir, model, tr, cv, cfg, sync, progress, data_id).train()
 
 
 def _check_same_model(model: Dnn, path: str, dbn_path, hidden_dims, activation, context, pipeline) -> None:
