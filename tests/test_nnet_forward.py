@@ -153,3 +153,24 @@ def test_forward_model_input_dim_mismatch(setup, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "utterance 'spk0-utt0000': feature dim 6 != model input dim 5" in err
     assert len(err.strip().splitlines()) == 1 and not (root / "y.ark").exists()
+
+
+def test_kaldi_compat_check_tool(tmp_path):
+    # tools/kaldi_compat_check.py, for a Kaldi user's own final.mdl + HCLG.fst (docs/notes/nnet.md);
+    # here on the toy model and graph, so that the tool itself keeps working
+    import json
+    import shutil
+    import sys
+
+    from pynnet.nnet.toy import make_toy_graph
+    _, ali = make_toy_corpus(str(tmp_path), num_utts=4, num_words=8)
+    kd = tmp_path / "kaldi"
+    make_toy_graph(str(kd), 8)
+    shutil.copy(f"{ali}/final.mdl", kd / "final.mdl")
+    r = subprocess.run([sys.executable, "tools/kaldi_compat_check.py", str(kd), "--work", str(tmp_path / "w"),
+                        "--utts", "30"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["model_bytes_differing_after_rewrite"] == 0 and out["utterances"] == 30
+    assert out["cv_frame_acc_last_epoch"] > out["cv_frame_acc_first_epoch"]
+    assert "Done 30 utterances, failed for 0" in out["decoded"]
