@@ -661,7 +661,26 @@ def test_read_matrices_from_a_command(tmp_path):
         list(read_matrices(f"ark:(cat {ark}; exit 3) |"))
     with pytest.raises(PynnetError, match=r"cannot read matrices from 'echo garbage \|'"):
         list(read_matrices("ark:echo garbage |"))
-    # a reader that stops early does not wait for an endless command
-    g = read_matrices(f"ark:while true; do cat {ark}; done |")
+    # a later stage that stops reading on purpose (SIGPIPE upstream) is not a failure
+    big = tmp_path / "big.ark"
+    big.write_bytes(ark.read_bytes() * 20000)    # more than a pipe buffer: cat gets SIGPIPE
+    assert list(dict(read_matrices(f"ark:cat {big} | head -c {ark.stat().st_size} |"))) == ["u1", "u2"]
+    # a reader that stops early does not wait for an endless command, and stops all its stages
+    pid_file = tmp_path / "pid"
+    g = read_matrices(f"ark:cat {ark}; sh -c 'echo $$ > {pid_file}; exec sleep 30' | cat |")
     assert next(g)[0] == "u1"
+    import time
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.02)
     g.close()
+    pid = int(pid_file.read_text())
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the command's sleep is still running")

@@ -174,3 +174,23 @@ def test_kaldi_compat_check_tool(tmp_path):
     assert out["model_bytes_differing_after_rewrite"] == 0 and out["utterances"] == 30
     assert out["cv_frame_acc_last_epoch"] > out["cv_frame_acc_first_epoch"]
     assert "Done 30 utterances, failed for 0" in out["decoded"]
+
+
+def test_forward_into_a_reader_that_goes_away(setup):
+    # e.g. the decoder failed: one line (no BrokenPipeError traceback) and a nonzero status
+    import sys
+    root, data, _ = setup
+    # 50 copies of the utterances: far more output than a pipe buffer, so the writes must fail
+    scp = [ln.split(None, 1) for ln in open(f"{data}/feats.scp").read().splitlines()]
+    spk = dict(ln.split() for ln in open(f"{data}/utt2spk").read().splitlines())
+    with open(root / "many.scp", "w") as f, open(root / "many.utt2spk", "w") as g:
+        for i in range(50):
+            for k, v in scp:
+                f.write(f"{k}-{i:02d} {v}\n")
+                g.write(f"{k}-{i:02d} {spk[k]}\n")
+    prog = os.path.join(os.path.dirname(sys.executable), "pynnet-nnet-forward")
+    r = subprocess.run(["bash", "-c", f'{prog} --utt2spk {root}/many.utt2spk --cmvn-scp {data}/cmvn.scp '
+                        f'{root}/final.nnet scp:{root}/many.scp ark:- | head -c 10 >/dev/null; '
+                        'echo "rc=${PIPESTATUS[0]}" >&2'], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+    assert r.stderr.splitlines() == ["ERROR (pynnet-nnet-forward): the output pipe was closed by its reader", "rc=1"]

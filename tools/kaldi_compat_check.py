@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -39,8 +40,13 @@ def main() -> int:
     from pynnet.hmm.ali_io import write_alignments
     from pynnet.hmm.model_io import read_model, write_model
 
-    mdl, hclg_path, words = (os.path.join(a.kaldi_dir, f) for f in ("final.mdl", "HCLG.fst", "words.txt"))
-    work = a.work or tempfile.mkdtemp(prefix="kaldi_compat.")
+    # absolute: the programs below run in the work dir, and feats.scp keeps the ark's path
+    kaldi_dir = os.path.abspath(a.kaldi_dir)
+    mdl, hclg_path, words = (os.path.join(kaldi_dir, f) for f in ("final.mdl", "HCLG.fst", "words.txt"))
+    for f in (mdl, hclg_path, words):
+        if not os.path.isfile(f):
+            sys.exit(f"{sys.argv[0]}: no such file {f}")
+    work = os.path.abspath(a.work or tempfile.mkdtemp(prefix="kaldi_compat."))
     for d in ("data", "ali"):
         os.makedirs(os.path.join(work, d), exist_ok=True)
 
@@ -79,7 +85,8 @@ def main() -> int:
     # 3. forward | decoder over the Kaldi graph
     r = subprocess.run(["bash", "-o", "pipefail", "-c",
                         "pynnet-nnet-forward --prior-subtract dnn/final.nnet scp:data/feats.scp ark:- | "
-                        f"pynnet-decode-faster-mapped --word-symbol-table {words} ali/final.mdl {hclg_path} "
+                        f"pynnet-decode-faster-mapped --word-symbol-table {shlex.quote(words)} ali/final.mdl "
+                        f"{shlex.quote(hclg_path)} "
                         "ark:- 'ark:|gzip -c > lat.gz'"], **run)
     if r.returncode != 0:
         sys.exit(f"forward | decode failed:\n{r.stderr}")

@@ -27,6 +27,12 @@ def cli(main: Callable[[list[str] | None], int | None]) -> Callable[[list[str] |
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             print(f"ERROR ({prog_name()}): {e.strerror}: {e.filename}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            # the reader of our stdout went away (e.g. the decoder after a pipe into it failed):
+            # its own error says why; ours is one line, and nothing more is written to the pipe
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            print(f"ERROR ({prog_name()}): the output pipe was closed by its reader", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:
             print(f"ERROR ({prog_name()}): interrupted", file=sys.stderr)
             return 130

@@ -95,8 +95,8 @@ def train_main(argv: list[str] | None = None) -> int:
     if a.schedule == "exponential":
         _check_positive(a, "final_learn_rate")
     _check_not_negative(a, "splice", "delta_order")
-    if not 0.0 <= a.cv_percent < 100.0:
-        fail(f"--cv-percent must be in [0, 100), not {a.cv_percent}")
+    if not 0.0 < a.cv_percent < 100.0:   # (newbob and the logs need a CV set)
+        fail(f"--cv-percent must be in (0, 100), not {a.cv_percent}")
     check_momentum(a.optimizer, a.momentum)
     if a.buffer_frames < a.minibatch_size:
         fail("--buffer-frames must be at least --minibatch-size")

@@ -7,7 +7,9 @@ wspecifiers: ``ark,scp:x.ark,x.scp`` (binary ark + scp with absolute-or-given ar
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from typing import IO, Iterator
 
@@ -132,7 +134,9 @@ def _read_ark_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
 
     import kaldiio
 
-    proc = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdout=subprocess.PIPE)
+    # its own process group, so that stopping early stops every stage of the command's pipeline
+    proc = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdout=subprocess.PIPE,
+                            start_new_session=True)
     finished = False
     try:
         for key, mat in kaldiio.load_ark(proc.stdout):
@@ -143,9 +147,11 @@ def _read_ark_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
     finally:
         proc.stdout.close()
         if not finished:     # the reader stopped early or failed: do not wait for the command
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         rc = proc.wait()
-    if rc != 0:
+    # 141 (SIGPIPE) after a complete table: a later stage stopped reading on purpose (| head)
+    if rc not in (0, 141):
         fail(f"'{cmd} |' failed (exit code {rc})")
 
 
