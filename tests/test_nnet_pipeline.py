@@ -244,3 +244,28 @@ def test_missing_cmvn_is_an_error(tmp_path):
     os.unlink(f"{data}/cmvn.scp")
     with pytest.raises(PynnetError, match="cmvn.scp: needed for --apply-cmvn true"):
         D.load_frame_sets(data, ali, apply_cmvn=True, delta_order=0, cv_percent=10, seed=0)
+
+
+def test_alignments_are_read_one_file_at_a_time(tmp_path):
+    from pynnet.hmm.ali_io import read_alignments, read_alignments_by_file, write_alignments
+    _, ali = make_toy_corpus(str(tmp_path), num_utts=8)
+    alis = read_alignments(ali)
+    keys = sorted(alis)
+    import os
+    import shutil
+    split = tmp_path / "split"
+    split.mkdir()
+    shutil.copy(f"{ali}/final.mdl", split / "final.mdl")
+    write_alignments(split / "ali.1.gz", {k: alis[k] for k in keys[:5]})
+    write_alignments(split / "ali.2.gz", {k: alis[k] for k in keys[5:]})
+    parts = list(read_alignments_by_file(str(split)))
+    assert [os.path.basename(f) for f, _ in parts] == ["ali.1.gz", "ali.2.gz"]
+    assert [sorted(p) for _, p in parts] == [keys[:5], keys[5:]]
+    pdfs, n = D.read_pdf_alignments(str(split))
+    assert sorted(pdfs) == keys and all(a.dtype == np.int16 for a in pdfs.values())
+    # an utterance in two files is an error naming the second
+    write_alignments(split / "ali.2.gz", {k: alis[k] for k in keys[4:]})
+    with pytest.raises(PynnetError, match=f"ali.2.gz: duplicate utterance '{keys[4]}' in alignments"):
+        D.read_pdf_alignments(str(split))
+    with pytest.raises(PynnetError, match="ali.2.gz: duplicate utterance"):
+        read_alignments(str(split))

@@ -10,14 +10,14 @@ import gzip
 import os
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import PynnetError, fail
 
-__all__ = ["read_alignments", "write_alignments", "alignment_files", "TransitionTables",
+__all__ = ["read_alignments", "read_alignments_by_file", "write_alignments", "alignment_files", "TransitionTables",
            "tids_to_pdfs", "tids_to_phones", "split_to_phones", "phone_lengths"]
 
 
@@ -116,9 +116,23 @@ def _int32_record(key: str, vec: np.ndarray) -> bytes:
 def read_alignments(src: str | os.PathLike | Iterable[str]) -> dict[str, np.ndarray]:
     """Read alignments (transition ids) from an alignment dir (``ali.*.gz``) or file(s)."""
     out: dict[str, np.ndarray] = {}
-    for f in alignment_files(src):
-        _read_one(f, out)
+    for _, part in read_alignments_by_file(src):
+        out.update(part)
     return out
+
+
+def read_alignments_by_file(src: str | os.PathLike | Iterable[str]) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """(file, {utt: transition ids}) per alignment file: a caller that keeps something smaller
+    (pdf ids) holds one file's transition ids at a time. An utterance in two files is an error."""
+    seen: set[str] = set()
+    for f in alignment_files(src):
+        part: dict[str, np.ndarray] = {}
+        _read_one(f, part)
+        for key in part:
+            if key in seen:
+                fail(f"duplicate utterance '{key}' in alignments", f)
+        seen.update(part)
+        yield f, part
 
 
 def write_alignments(path: str | os.PathLike, alis: dict[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],

@@ -37,21 +37,22 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------- targets
 def read_pdf_alignments(ali_dir: str) -> tuple[dict[str, np.ndarray], int]:
     """``ali_dir/ali.*.gz`` + ``ali_dir/final.mdl`` -> ({utt: int32 pdf ids}, num_pdfs)."""
-    from pynnet.hmm.ali_io import TransitionTables, read_alignments
+    from pynnet.hmm.ali_io import TransitionTables, read_alignments_by_file
     from pynnet.hmm.model_io import read_model
 
     mdl = os.path.join(ali_dir, "final.mdl")
     tm, _am = read_model(mdl)
     tables = TransitionTables.from_model(tm)
+    # int16 halves the memory of a large corpus's targets; one file's transition ids at a time
+    dtype = np.int16 if tm.num_pdfs < 32767 else np.int32
     out = {}
-    for utt, tids in read_alignments(ali_dir).items():
-        try:
-            tables.check(tids, f"utterance '{utt}'")
-        except PynnetError as e:
-            fail(f"{e} (model {mdl})", ali_dir)
-        out[utt] = tables.pdf[tids]
-    if tm.num_pdfs < 32767:   # halves the memory of a large corpus's targets
-        out = {u: a.astype(np.int16) for u, a in out.items()}
+    for _, part in read_alignments_by_file(ali_dir):
+        for utt, tids in part.items():
+            try:
+                tables.check(tids, f"utterance '{utt}'")
+            except PynnetError as e:
+                fail(f"{e} (model {mdl})", ali_dir)
+            out[utt] = tables.pdf[tids].astype(dtype)
     return out, int(tm.num_pdfs)
 
 
