@@ -52,8 +52,12 @@ def main() -> int:
 
     # 1. the model, read and written back
     tm, am = read_model(mdl)
-    write_model(os.path.join(work, "ali", "final.mdl"), tm, am, binary=open(mdl, "rb").read(2) == b"\0B")
-    old, new = open(mdl, "rb").read(), open(os.path.join(work, "ali", "final.mdl"), "rb").read()
+    copy = os.path.join(work, "ali", "final.mdl")
+    with open(mdl, "rb") as f:
+        old = f.read()
+    write_model(copy, tm, am, binary=old[:2] == b"\0B")
+    with open(copy, "rb") as f:
+        new = f.read()
     differing = sum(x != y for x, y in zip(old, new)) if len(old) == len(new) else -1
     print(f"{mdl}: {tm.num_pdfs} pdfs, {tm.num_transition_ids} transition ids, {am.num_gauss} Gaussians of "
           f"dim {am.dim}; written back: {len(new)} bytes, {differing} differ", file=sys.stderr)

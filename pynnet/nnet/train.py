@@ -136,8 +136,11 @@ def check_same_data(obj: dict, data: dict, path: str) -> None:
 
 class Trainer:
     def __init__(self, exp_dir: str, model: Dnn, tr: FrameSet, cv: FrameSet, cfg: TrainConfig,
-                 sync: Synchronizer | None = None, progress: bool = True, data_id: dict | None = None):
+                 sync: Synchronizer | None = None, progress: bool = True, data_id: dict | None = None,
+                 checkpoint: dict | None = None):
+        """``checkpoint``: checkpoint.pt already read by the caller (resume without reading it again)."""
         self.dir, self.cfg, self.tr, self.cv = exp_dir, cfg, tr, cv
+        self._resume_from = checkpoint
         self.data_id = data_id if data_id is not None else data_fingerprint(tr, cv, None)
         self.sync = sync or Synchronizer()
         self.progress = progress
@@ -179,10 +182,12 @@ class Trainer:
         with atomic_path(self.ckpt_path) as tmp:
             torch.save(obj, tmp)
 
-    def load_checkpoint(self) -> bool:
-        if not os.path.exists(self.ckpt_path):
-            return False
-        obj = read_checkpoint(self.ckpt_path)
+    def load_checkpoint(self, obj: dict | None = None) -> bool:
+        """Restore checkpoint.pt (``obj``: its contents, already read)."""
+        if obj is None:
+            if not os.path.exists(self.ckpt_path):
+                return False
+            obj = read_checkpoint(self.ckpt_path)
         check_same_data(obj, self.data_id, self.ckpt_path)
         old = obj["cfg"]
         diff = [k for k, v in asdict(self.cfg).items() if k not in _RESUMABLE_CHANGES and old.get(k) != v]
@@ -273,7 +278,8 @@ class Trainer:
     # ------------------------------------------------------------ the schedule
     def train(self) -> dict:
         cfg = self.cfg
-        if self.load_checkpoint():
+        resume, self._resume_from = self._resume_from, None   # (not kept in memory while training)
+        if self.load_checkpoint(resume):
             st = self.st
             if st.get("done"):
                 log(f"{self.dir}: training already finished")
@@ -442,6 +448,7 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     os.makedirs(os.path.join(exp_dir, "log"), exist_ok=True)
     ckpt = os.path.join(exp_dir, "checkpoint.pt")
     obj = read_checkpoint(ckpt) if os.path.exists(ckpt) else None   # unreadable: fail before the data
+    # (handed to the Trainer, which resumes from it without reading the file again)
     pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
     if dbn_path:
         from pynnet.nnet.rbm import load_dbn
@@ -489,7 +496,9 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
             f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
     if model.arch["output_dim"] != num_pdfs:
         fail(f"model has {model.arch['output_dim']} outputs but the alignments have {num_pdfs} pdfs", init_path)
-    return Trainer(exp_dir, model, tr, cv, cfg, sync, progress, data_id).train()
+    trainer = Trainer(exp_dir, model, tr, cv, cfg, sync, progress, data_id, checkpoint=obj)
+    del obj   # the trainer holds it until the resume, not the whole training
+    return trainer.train()
 
 
 def _check_same_model(model: Dnn, path: str, dbn_path, hidden_dims, activation, context, pipeline) -> None:
