@@ -67,6 +67,50 @@ def test_online_estimate_tracks_covariance():
     assert torch.allclose(pre.R.double() @ pre.R.double().t(), torch.eye(r, dtype=torch.float64), atol=1e-6)
 
 
+def test_estimate_is_scale_equivariant():
+    """Scaling the data by s (a power of two: exact in floating point) must scale the estimate by
+    s^2 and the output by s. Output derivatives of hidden layers are ~1e-3 and smaller, so a floor
+    that is not relative to the data's scale (an absolute 1e-10 on C = eigenvalues of Y Y^T, in
+    squared units of d: the code before 2026-11-30 17:00) clips their estimates."""
+    D, r, s = 40, 8, 2.0 ** -11
+    a = OnlineNaturalGradient(rank=r, update_period=1, num_samples_history=200.0, seed=4)
+    b = OnlineNaturalGradient(rank=r, update_period=1, num_samples_history=200.0, seed=4)
+    _, Q, scales = _data(1, D, 0, np.r_[np.geomspace(10, 5, r), np.ones(D - r)])
+    g = torch.Generator().manual_seed(1)
+    for k in range(30):
+        M = (torch.randn(64, D, generator=g, dtype=torch.float64) * scales) @ Q.t()
+        pa, ga, rows_a = a.precondition(M)
+        pb, gb, rows_b = b.precondition(M * s)
+    assert float(b.d.min()) < 1e-5  # the regime that was clipped
+    # equal up to the initial state (d = rho = 1e-10, not scaled) and rounding
+    assert torch.allclose(b.d, a.d * s * s, rtol=1e-4, atol=0)
+    assert math.isclose(b.rho, a.rho * s * s, rel_tol=1e-5)
+    assert torch.allclose(b.R, a.R, rtol=0, atol=1e-5)
+    assert torch.allclose(pb, pa * s, rtol=1e-4, atol=0) and math.isclose(ga, gb, rel_tol=1e-5)
+    assert torch.allclose(rows_b, rows_a * s * s, rtol=1e-4, atol=0)
+
+
+def test_reorthonormalization_float32():
+    """R' = T Y in float32 drifts from orthonormal by T's range; one L^-1 GEMM (Cholesky of R R^T)
+    restores it to float32 rounding, and rows far from orthonormal take the float64 path."""
+    from pynnet.nnet.ngsgd import _reorthonormalized
+    g = torch.Generator().manual_seed(0)
+    Q = torch.linalg.qr(torch.randn(2048, 80, generator=g, dtype=torch.float64))[0].t()
+    eye = torch.eye(80, dtype=torch.float64)
+    for drift in (1e-3, 0.3):
+        R = (Q + drift / 45 * torch.randn(80, 2048, generator=g, dtype=torch.float64)).float()
+        G = R @ R.t()
+        error = float((G.double() - eye).abs().max())
+        assert error > drift / 10
+        R2 = _reorthonormalized(R, G, error)
+        assert R2.dtype == torch.float32 and R2.shape == R.shape
+        assert float((R2.double() @ R2.double().t() - eye).abs().max()) < 2e-6
+        # the same row space, Gram-Schmidt order kept: R2 = L^-1 R, so R2 R^T = L^T (upper)
+        coef = R2.double() @ R.double().t()
+        assert torch.allclose(coef.tril(-1), torch.zeros_like(coef), atol=1e-5)
+        assert torch.allclose(coef.t() @ coef, G.double(), atol=1e-4)
+
+
 def test_state_dict_roundtrip_is_exact():
     a = OnlineNaturalGradient(rank=3, update_period=2, seed=5)
     M, _, _ = _data(16, 8, 1)

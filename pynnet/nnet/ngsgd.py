@@ -51,6 +51,8 @@ class OnlineNaturalGradient:
         self.R: torch.Tensor | None = None  # rank x D, orthonormal rows (working dtype)
         self.d: torch.Tensor | None = None  # rank, float64
         self.rho = _EPS
+        self._consts: tuple[torch.Tensor, torch.Tensor] | None = None  # see _estimate_consts
+        self._scratch: tuple[torch.Tensor, torch.Tensor] | None = None  # see _scratch_rows
 
     # ---- state (for exact resume) ----
     def state_dict(self) -> dict:
@@ -60,10 +62,12 @@ class OnlineNaturalGradient:
     def load_state_dict(self, s: dict) -> None:
         self.t, self.rank, self.R, self.d, self.rho = s["t"], s["rank"], s["R"], s["d"], s["rho"]
         self.seed, self.rank_req = s["seed"], s["rank_req"]
+        self._consts = self._scratch = None
 
     def to(self, device) -> "OnlineNaturalGradient":
         if self.R is not None:
             self.R = self.R.to(device)
+        self._consts = self._scratch = None
         return self
 
     # ---- the smoothed Fisher estimate, explicitly (tests and diagnostics only: D x D) ----
@@ -89,6 +93,7 @@ class OnlineNaturalGradient:
         self.R = _orthonormal_rows(R).to(device=M.device, dtype=M.dtype)
         self.d = torch.full((self.rank,), _EPS, dtype=torch.float64)
         self.rho = _EPS
+        self._consts = self._scratch = None
         for _ in range(1 if N <= self.rank else _NUM_INIT_ITERS):
             H_R = M @ self.R.t()
             self._update(M, H_R, float(torch.linalg.vector_norm(M, dtype=torch.float64) ** 2))
@@ -112,17 +117,17 @@ class OnlineNaturalGradient:
         if self.rank == 0:
             return (M if inplace else M.clone()), 1.0, m_rows
         N, D = M.shape
-        beta = self.beta(D)
-        e = (1.0 / (beta / self.d + 1.0)).to(M.device)      # float64, rank
-        H_R = M @ self.R.t()                                 # N x rank (projection onto R)
+        e_work, w = self._estimate_consts(M)
+        H_R, Hd = self._scratch_rows(M)
+        torch.mm(M, self.R.t(), out=H_R)                     # N x rank (projection onto R)
         # the estimate's update reads the unpreconditioned M: take what it needs first
         Y = self._y(M, H_R) if self._updating() else None
+        # ||p_i||^2 = ||m_i||^2 - 2 h_i.h_i + sum_j e_j h_ij^2 with h = H_R E^(1/2)  (R orthonormal),
+        # i.e. ||m_i||^2 - sum_j (2 e_j - e_j^2) H_R_ij^2, in float64
+        p_rows = m_rows - Hd.copy_(H_R).mul_(Hd).mul_(w).sum(1)
         # P = M - (H_R E) R, i.e. M - H W with H = M W^T, W = E^(1/2) R
-        HE = H_R * e.to(M.dtype)
+        HE = H_R.mul_(e_work)
         P = M.addmm_(HE, self.R, alpha=-1.0) if inplace else torch.addmm(M, HE, self.R, alpha=-1.0)
-        # ||p_i||^2 = ||m_i||^2 - 2 h_i.h_i + sum_j e_j h_ij^2 with h = H_R E^(1/2)  (R orthonormal)
-        Hd = H_R.double()
-        p_rows = m_rows - (Hd * Hd * (2.0 * e - e * e)).sum(1)
         tr_PP = float(p_rows.sum())
         if not (tr_PP > 1e-4 * tr_MM):  # cancellation too severe: compute it directly
             p_rows = torch.linalg.vector_norm(P, dim=1).double().square_()
@@ -132,6 +137,23 @@ class OnlineNaturalGradient:
         if Y is not None:
             self._finish_update(Y, N, D, tr_MM)
         return P, gamma, p_rows * (gamma * gamma)
+
+    def _estimate_consts(self, M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(e in M's dtype, 2e - e^2 in float64), on M's device: they change only with the estimate
+        (every update_period minibatches), so they are computed once per estimate."""
+        c = self._consts
+        if c is None or c[0].dtype != M.dtype or c[0].device != M.device:
+            e = 1.0 / (self.beta(M.shape[1]) / self.d + 1.0)  # float64, rank
+            c = self._consts = (e.to(device=M.device, dtype=M.dtype), (2.0 * e - e * e).to(M.device))
+        return c
+
+    def _scratch_rows(self, M: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reused N x rank buffers (working dtype, float64): fresh ones per minibatch would be
+        allocated and page-faulted every call (glibc serves large blocks by mmap)."""
+        N, s = M.shape[0], self._scratch
+        if s is None or s[0].shape[0] < N or s[0].dtype != M.dtype or s[0].device != M.device:
+            s = self._scratch = (M.new_empty(N, self.rank), M.new_empty(N, self.rank, dtype=torch.float64))
+        return s[0][:N], s[1][:N]
 
     def _update(self, M: torch.Tensor, H_R: torch.Tensor, tr_MM: float) -> None:
         """One step of the online estimate from the minibatch M (REFERENCES.md section 4)."""
@@ -150,7 +172,12 @@ class OnlineNaturalGradient:
         tr_S = tr_MM / N
         YYt = (Y @ Y.t()).double()            # rank x rank; the small algebra in float64
         c, U = torch.linalg.eigh(YYt.cpu())
-        c = c.clamp_min(_EPS)
+        # Kaldi's floor on C, relative to the data's scale: C is in squared units of d and rho, so
+        # an absolute floor (1e-10) would clip small-valued matrices (hidden layers' output
+        # derivatives: d ~ 1e-5) and turn R's rows non-orthonormal. Flooring forces a re-orth.
+        c_floor = (self.rho * (1.0 - eta)) ** 2
+        floored = bool((c < c_floor).any())
+        c = c.clamp_min(c_floor)
         sqrt_c = c.sqrt()
         rho = (eta * tr_S + (1.0 - eta) * (D * self.rho + float(self.d.sum())) - float(sqrt_c.sum())) / (D - r)
         floor = max(_EPS, _DELTA * float(sqrt_c.max()))
@@ -159,16 +186,29 @@ class OnlineNaturalGradient:
         # R' = C^(-1/2) U^T Y  (orthonormal rows in exact arithmetic)
         T = (U / sqrt_c[None, :]).t().to(device=Y.device, dtype=Y.dtype)
         R = T @ Y
-        if float(c.max() / c.min()) > 1e6 or _orthonormality_error(R) > 1e-4:
-            R = _orthonormal_rows(R).to(Y.dtype)
+        # R is orthonormal up to the GEMM's rounding amplified by T's range (1/sqrt(c)): checked
+        # at every refresh (an r x D x r GEMM; G is reused by the re-orthonormalization)
+        G = R @ R.t()
+        error = float((G - torch.eye(r, dtype=G.dtype, device=G.device)).abs().max())
+        if floored or float(c.max() / c.min()) > 1e6 or error > 1e-4:
+            R = _reorthonormalized(R, G, error)
         self.R, self.d, self.rho = R, d, rho
+        self._consts = None
 
 
-def _orthonormality_error(R: torch.Tensor) -> float:
-    """max |R R^T - I| (an r x D x r GEMM: only evaluated when the conditioning test passes)."""
-    G = R @ R.t()
-    G.diagonal().sub_(1.0)
-    return float(G.abs().max())
+def _reorthonormalized(R: torch.Tensor, G: torch.Tensor, error: float) -> torch.Tensor:
+    """R's rows made orthonormal again, given G = R R^T and error = max |G - I|. Nearly
+    orthonormal (the usual case): R <- L^-1 R with G = L L^T (Cholesky in float64), one r x r x D
+    GEMM in the working dtype, accurate to its rounding because L^-1 is close to I. Otherwise
+    Gram-Schmidt in float64."""
+    if error < 1e-2:
+        try:
+            L = torch.linalg.cholesky(G.double().cpu())
+            L_inv = torch.linalg.solve_triangular(L, torch.eye(L.shape[0], dtype=L.dtype), upper=False)
+            return L_inv.to(device=R.device, dtype=R.dtype) @ R
+        except RuntimeError:
+            pass
+    return _orthonormal_rows(R).to(R.dtype)
 
 
 def _orthonormal_rows(A: torch.Tensor) -> torch.Tensor:
