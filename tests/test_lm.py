@@ -117,6 +117,23 @@ def test_pruning_keeps_normalisation_and_shrinks():
     assert perplexity(small, corpus).ppl > perplexity(lm, corpus).ppl
 
 
+@pytest.mark.parametrize("discount", ["wb", "kn"])
+def test_pruned_4gram_contexts_sum_to_one(tmp_path, discount):
+    # Unstructured text: pruning removes most 2- to 4-grams but keeps some (<s> x y) contexts whose
+    # suffix (x y) is pruned; their backoff goes through (x y), which must then weigh 1, not its old
+    # backoff weight.  Checked in memory and as written to (and read back from) ARPA.
+    rnd = random.Random(0)
+    sents = [[rnd.choice("abcdefgh") for _ in range(rnd.randint(1, 10))] for _ in range(400)]
+    lm = train_lm(sents, order=4, discount=discount, verbose=False)
+    small = prune_lm(lm, 2e-3, verbose=False)
+    assert all(a < b for a, b in zip(small.num_ngrams()[1:], lm.num_ngrams()[1:]))
+    assert any(h[1:] not in small.probs[len(h) - 1] for h in small.contexts() if len(h) >= 2)
+    check_sums_to_one(small)
+    assert all(h in small.probs[len(h)] for h in small.bows)
+    small.write_arpa(str(tmp_path / "lm.arpa"))
+    check_sums_to_one(BackoffLM.read_arpa(str(tmp_path / "lm.arpa")), tol=1e-5)
+
+
 def test_arpa_round_trip_gzip_and_kaldilm(tmp_path):
     lm = train_lm(random_corpus(2), order=3, vocab=list("abcdefgh"), verbose=False)
     for name in ("lm.arpa", "lm.arpa.gz"):

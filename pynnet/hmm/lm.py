@@ -406,8 +406,13 @@ def prune_lm(lm: BackoffLM, threshold: float, min_order: int = 2, verbose: bool 
                 if 10 ** delta_entropy - 1.0 < threshold:
                     # Each n-gram is judged against the unpruned context, as SRILM does.
                     del probs[k][g]
+    # A pruned n-gram is no context any more: its backoff weight is 0 (ARPA lists none), so a
+    # stale one must not leak into the lower-order distributions used below (a kept (<s> a e)
+    # backs off through a pruned (a e)).
+    bows = {h: b for h, b in bows.items() if h in probs[len(h)]}
     # Pruning changed lower-order probabilities too: recompute every backoff weight, lowest order
-    # first, so that each context again sums to one (SRILM recomputes them the same way).
+    # first (a context's weight depends only on those of its shorter suffixes, which are final by
+    # then), so that each context again sums to one (SRILM recomputes them the same way).
     for k in range(2, order + 1):
         children: dict[Gram, list[str]] = defaultdict(list)
         for g in probs[k]:
