@@ -10,9 +10,9 @@ import gzip
 import os
 import subprocess
 import sys
-import tempfile
 from typing import IO
 
+from pynnet.io.atomic import make_temp_file
 from pynnet.io.errors import fail
 
 
@@ -47,7 +47,7 @@ class TextArkWriter:
             d = os.path.dirname(t) or "."
             if not os.path.isdir(d):
                 fail("output directory does not exist", d)
-            fd, self._tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(t) + ".", suffix=".tmp")
+            fd, self._tmp = make_temp_file(d, "." + os.path.basename(t) + ".")
             self._raw = os.fdopen(fd, "wb")
             self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", mtime=0) if t.endswith(".gz") else self._raw
         return self

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pynnet.io.atomic import atomic_path, atomic_write
+from pynnet.io.atomic import apply_umask, atomic_path, atomic_write
 from pynnet.io.errors import fail
 from pynnet.hmm.lang import Lang, _read_lines
 
@@ -261,6 +261,7 @@ def format_lm(lang_dir: str, arpa: str, lexicon: str | None, out_dir: str, verbo
     try:
         shutil.rmtree(stage)
         shutil.copytree(lang_dir, stage, ignore=shutil.ignore_patterns("G.fst", ".*.tmp"))
+        apply_umask(stage)  # copytree gave it lang_dir's mode (0700 if an old pynnet staged it)
         G = arpa_to_g(arpa, os.path.join(stage, "words.txt"), os.path.join(stage, "G.fst"), verbose)
         if verbose and G.num_states < 200000:  # informational, as Kaldi's; Python-speed
             lo, hi = stochasticity(G)

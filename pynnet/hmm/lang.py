@@ -11,10 +11,9 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
-from pynnet.io.atomic import atomic_path, atomic_write
+from pynnet.io.atomic import atomic_path, atomic_write, make_temp_dir
 from pynnet.io.errors import PynnetError, fail
 
 POS_SUFFIXES = ("_B", "_E", "_I", "_S")
@@ -352,7 +351,7 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
 
     parent = os.path.dirname(os.path.abspath(lang_dir))
     os.makedirs(parent, exist_ok=True)
-    stage = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(os.path.abspath(lang_dir)) + ".")
+    stage = make_temp_dir(parent, "." + os.path.basename(os.path.abspath(lang_dir)) + ".")
     try:
         P = lambda *n: os.path.join(stage, *n)  # noqa: E731
         os.makedirs(P("phones"))

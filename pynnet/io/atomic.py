@@ -7,13 +7,57 @@ import tempfile
 from typing import IO, Iterator
 
 
+def _read_umask() -> int:
+    # Linux reports it without changing it (no window in which another thread's files get 0666).
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def apply_umask(path: str | os.PathLike) -> None:
+    """Give a file or directory made by ``tempfile.mkstemp`` / ``mkdtemp`` (always 0600 / 0700)
+    the mode ``open()`` / ``os.mkdir()`` would have given it (0666 / 0777 less the umask read at
+    import), so that what is renamed into place is as readable as shell-redirected output."""
+    base = 0o777 if os.path.isdir(path) else 0o666
+    os.chmod(path, base & ~_UMASK)
+
+
+def make_temp_dir(dir: str, prefix: str) -> str:
+    """``tempfile.mkdtemp`` with the umask's mode, for a directory to be renamed into place."""
+    tmp = tempfile.mkdtemp(dir=dir, prefix=prefix)
+    apply_umask(tmp)
+    return tmp
+
+
+def make_temp_file(dir: str, prefix: str) -> tuple[int, str]:
+    """``tempfile.mkstemp`` (fd, path) with the umask's mode, for a file to be renamed into place."""
+    fd, tmp = tempfile.mkstemp(dir=dir, prefix=prefix, suffix=".tmp")
+    try:
+        apply_umask(tmp)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temp path in the target's directory; rename it onto ``path`` only on success."""
     path = os.fspath(path)
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    fd, tmp = make_temp_file(d, "." + os.path.basename(path) + ".")
     os.close(fd)
     try:
         yield tmp

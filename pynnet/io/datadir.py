@@ -17,7 +17,7 @@ import sys
 import tempfile
 from typing import Callable, Iterable, NamedTuple
 
-from pynnet.io.atomic import atomic_write
+from pynnet.io.atomic import atomic_write, make_temp_dir
 from pynnet.io.errors import fail
 from pynnet.io.tables import read_table_lines
 
@@ -878,7 +878,7 @@ def split_data_dir(path: str | os.PathLike, n: int, per_utt: bool = False, force
             return final
         dd = load_data_dir(path, strict=True, prog="split_data")
         parts = split_by_utt(dd, n) if per_utt else split_by_speaker(dd, n)
-        tmp = tempfile.mkdtemp(dir=path, prefix=f".split{n}.")
+        tmp = make_temp_dir(path, f".split{n}.")
         try:
             for k, part in enumerate(dd.partition(parts), 1):
                 write_data_dir(part, os.path.join(tmp, str(k)))
