@@ -74,6 +74,24 @@ def test_config_file(script, tmp_path):
     assert r.returncode == 1 and "cannot read config file" in r.stderr
 
 
+def test_command_line_overrides_config_wherever_it_is(script, tmp_path):
+    # Kaldi sources config files before applying any option: an option given before --config wins.
+    conf = tmp_path / "my.conf"
+    conf.write_text("nj=30\nstage=5\n")
+    assert run(script, "--nj", 20, "--config", conf, "a").stdout.startswith("nj=20 stage=5 ")
+    assert run(script, "--config", conf, "--nj", 20, "a").stdout.startswith("nj=20 stage=5 ")
+    # several config files: sourced in order, the later one wins where they overlap
+    conf2 = tmp_path / "b.conf"
+    conf2.write_text("stage=6\ncmd=queue.pl\n")
+    r = run(script, "--stage", 1, "--config", conf, "--config", conf2, "a")
+    assert r.stdout.strip() == "nj=30 stage=1 use_gpu=false cmd=queue.pl nargs=1 args=a"
+    # an option's value and the positionals are not options: nothing is sourced from them
+    r = run(script, "--cmd", "--config", "--nj", 2, "a", "--config", conf)
+    assert r.stdout.strip() == f"nj=2 stage=0 use_gpu=false cmd=--config nargs=3 args=a --config {conf}"
+    r = run(script, "--nj", 2, "--config", tmp_path / "missing.conf", "a")
+    assert r.returncode == 1 and "cannot read config file" in r.stderr and r.stdout == ""
+
+
 def test_help(script):
     for flag in ("--help", "-h"):
         r = run(script, "--nj", 3, flag)
