@@ -279,6 +279,30 @@ def test_fix_data_dir_segments_and_errors(tmp_path):
     assert sh(UTILS / "fix_data_dir.sh", real=True).returncode == 1
 
 
+def test_fix_keeps_utterances_whose_recording_lacks_reco2dur(tmp_path):
+    # Kaldi decides utterances from feats.scp, text, segments, utt2lang and wav.scp only;
+    # reco2dur and reco2file_and_channel are filtered to what is kept, never shrink it.
+    d = make_dir(tmp_path / "d", spks=("a",), feats=False, cmvn=False, extra=False)
+    write(d / "reco2dur", ["a-u1 0.50"])
+    write(d / "reco2file_and_channel", ["a-u2 a-u2 A", "zz-gone zz A"])
+    r = sh(UTILS / "fix_data_dir.sh", d)
+    assert r.returncode == 0, r.stderr
+    assert "kept 3 utterances out of 3" in r.stderr
+    assert keys(d / "utt2spk") == keys(d / "wav.scp") == ["a-u1", "a-u2", "a-u3"]
+    assert keys(d / "reco2dur") == ["a-u1"] and keys(d / "reco2file_and_channel") == ["a-u2"]
+    assert "reco2dur lacks 2 of the kept utterances" in r.stderr
+    # with segments: recordings come from segments and wav.scp
+    e = make_dir(tmp_path / "e", segments=True)
+    _corrupt(e, "reco2file_and_channel", lambda L: L[1:])
+    write(e / "reco2dur", ["spkB-rec 3.0", "spkC-rec 3.3", "spkD-rec 1.0"])
+    r = sh(UTILS / "fix_data_dir.sh", e)
+    assert r.returncode == 0, r.stderr
+    assert "kept 9 utterances out of 9" in r.stderr
+    assert keys(e / "wav.scp") == ["spkA-rec", "spkB-rec", "spkC-rec"]
+    assert keys(e / "reco2dur") == keys(e / "reco2file_and_channel") == ["spkB-rec", "spkC-rec"]
+    assert "reco2file_and_channel lacks 1 of the kept recordings" in r.stderr
+
+
 def test_fix_derives_utt2spk_from_spk2utt(tmp_path):
     d = make_dir(tmp_path / "d")
     (d / "utt2spk").unlink()

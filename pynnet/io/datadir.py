@@ -618,20 +618,20 @@ def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
     t = dd.tables
     n_before = len(t["utt2spk"])
     seg = t.get("segments")
+    # Recordings come from segments and wav.scp only: reco2dur and reco2file_and_channel are
+    # filtered to them, never decide them (Kaldi's filter_recordings).
     recos: set[str] | None = None
     if seg is not None:
         recos = {v.split()[0] for v in seg.values()}
-        for name in ("wav.scp", "reco2file_and_channel", "reco2dur"):
-            if name in t:
-                recos &= set(t[name])
+        if "wav.scp" in t:
+            recos &= set(t["wav.scp"])
     utts = set(t["utt2spk"])
     for name in _INTERSECT_UTT:
         if name in t:
             utts &= set(t[name])
     if seg is None:
-        for name in ("wav.scp", "reco2dur"):
-            if name in t:
-                utts &= set(t[name])
+        if "wav.scp" in t:
+            utts &= set(t["wav.scp"])
     else:
         utts = {u for u in utts if seg[u].split()[0] in recos}
     # Speakers without cmvn.scp / spk2gender entries are dropped with their utterances (Kaldi).
@@ -648,6 +648,11 @@ def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
         if name in out.tables and len(out.tables[name]) < len(utts):
             notes.append(f"{name} lacks {len(utts) - len(out.tables[name])} of the kept utterances; "
                          f"re-create it")
+    n_recos = len(out.recordings)
+    for name in ("reco2dur", "reco2file_and_channel"):
+        if name in out.tables and len(out.tables[name]) < n_recos:
+            what = "recordings" if seg is not None else "utterances"
+            notes.append(f"{name} lacks {n_recos - len(out.tables[name])} of the kept {what}; re-create it")
     # The one thing we cannot fix: speaker-ids that sort differently from utterance-ids.
     u2s = out.utt2spk
     order = out.utts
