@@ -185,6 +185,10 @@ BAD_INPUTS = [
     ("spk2gender", lambda L: ["spkA male"] + L[1:], "spk2gender:1: gender must be 'm' or 'f', got 'male'"),
     ("utt2dur", lambda L: L[:2] + ["spkA-u3 0"] + L[3:], "utt2dur:3: expected a positive duration, got '0'"),
     ("utt2num_frames", lambda L: ["spkA-u1 12.5"] + L[1:], "utt2num_frames:1: expected a positive integer, got '12.5'"),
+    # digits Python's int()/float() take or choke on but Kaldi does not read: one line, no traceback
+    ("utt2num_frames", lambda L: L[:1] + ["spkA-u2 \u00b2"] + L[2:], "utt2num_frames:2: expected a positive integer, got '\u00b2'"),
+    ("utt2num_frames", lambda L: L[:1] + ["spkA-u2 \u0661\u0662"] + L[2:], "utt2num_frames:2: expected a positive integer, got '\u0661\u0662'"),
+    ("utt2dur", lambda L: L[:2] + ["spkA-u3 1_5"] + L[3:], "utt2dur:3: expected a number, got '1_5'"),
     ("text", lambda L: ["spkA-u1 <s> HELLO"] + L[1:], "text:1: transcript contains the illegal symbol <s>"),
     ("wav.scp", lambda L: ["spkA-u1 ~/a.wav"] + L[1:], "wav.scp:1: do not use tilde (~) in wav.scp: fopen does not expand it"),
 ]

@@ -24,16 +24,27 @@ from pynnet.io.tables import read_table_lines
 UTT, SPK, RECO = "utt", "spk", "reco"
 
 
-def _positive_float(v: str) -> str | None:
+def _float(v: str) -> float | None:
+    """``v`` as a number as Kaldi (strtod) reads it, else None: Python's float() also takes
+    '1_0' and non-ASCII digits."""
+    if not v.isascii() or "_" in v:
+        return None
     try:
-        x = float(v)
+        return float(v)
     except ValueError:
+        return None
+
+
+def _positive_float(v: str) -> str | None:
+    x = _float(v)
+    if x is None:
         return f"expected a number, got '{v}'"
     return None if x > 0 and math.isfinite(x) else f"expected a positive duration, got '{v}'"
 
 
 def _positive_int(v: str) -> str | None:
-    return None if v.isdigit() and int(v) > 0 else f"expected a positive integer, got '{v}'"
+    # ASCII digits only: '²'.isdigit() is True, but int('²') raises
+    return None if v.isascii() and v.isdigit() and int(v) > 0 else f"expected a positive integer, got '{v}'"
 
 
 def _gender(v: str) -> str | None:
@@ -41,9 +52,8 @@ def _gender(v: str) -> str | None:
 
 
 def _warp(v: str) -> str | None:
-    try:
-        x = float(v)
-    except ValueError:
+    x = _float(v)
+    if x is None:
         return f"expected a warp factor, got '{v}'"
     return None if 0.5 < x < 1.5 else f"warp factor must be in (0.5, 1.5), got '{v}'"
 
@@ -55,9 +65,8 @@ def _channel(v: str) -> str | None:
 
 def _segment(v: str) -> str | None:
     reco, start, end = v.split()
-    try:
-        s, e = float(start), float(end)
-    except ValueError:
+    s, e = _float(start), _float(end)
+    if s is None or e is None:
         return f"start and end times must be numbers, got '{start} {end}'"
     if not (math.isfinite(s) and math.isfinite(e)):
         return f"start and end times must be finite, got '{start} {end}'"
