@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Copyright: pynnet authors. Kaldi's steps/make_mfcc.sh: MFCC features of a data dir, in parallel.
 # Also steps/make_fbank.sh (the same script, run under that name, computes fbank features).
+#
+# As Kaldi: an utterance that fails (unreadable recording, segment past the end, too short for a
+# frame ...) is a warning in the logs and is left out of feats.scp; a count mismatch is a warning
+# (run utils/fix_data_dir.sh next), fewer than 95% of the utterances is an error.
+# Unlike Kaldi, the jobs write new archives beside the old ones and they replace them only when
+# the run succeeds: on failure <data-dir>/feats.scp (moved to .backup/ meanwhile, as Kaldi) is put
+# back and still reads the old, untouched features.
 set -o pipefail
 
 nj=4
@@ -46,6 +53,7 @@ prog=pynnet-compute-${kind}-feats
 # The scp files hold absolute ark paths, so the data dir can be used from anywhere.
 case "$featdir" in /*) ;; *) featdir=$PWD/$featdir ;; esac
 name=$(basename "$data")
+raw=$featdir/raw_${kind}_$name    # raw.N.ark, raw.N.scp: job N's features (Kaldi's names)
 
 for f in "$data/wav.scp" "$config"; do
   [ -f "$f" ] || { echo "$me: no such file $f" >&2; exit 1; }
@@ -53,10 +61,31 @@ done
 command -v $prog >/dev/null || { echo "$me: $prog not on PATH (source path.sh)" >&2; exit 1; }
 mkdir -p "$featdir" "$logdir" || exit 1
 
+# Until the new features are installed, any exit puts the old feats.scp back (its archives are
+# untouched: the jobs write raw.N.new.ark) and removes the new files.
+backed_up=false
+committing=false
+finish() {
+  local rc=$?
+  rm -f "$raw".*.new.ark "$raw".*.new.scp "$raw".*.scp.tmp \
+        "$data/feats.scp.tmp" "$data/utt2num_frames.tmp" "$data/utt2dur.tmp" 2>/dev/null
+  if [ $rc -ne 0 ] && $backed_up && [ ! -e "$data/feats.scp" ]; then
+    if $committing; then
+      echo "$me: failed while installing the new features; $data has no feats.scp, run this again" >&2
+    elif mv "$data/.backup/feats.scp" "$data/feats.scp"; then
+      echo "$me: $data/feats.scp is the previous one again (its features are unchanged)" >&2
+    fi
+  fi
+  exit $rc
+}
+trap finish EXIT
+trap 'exit 1' INT TERM HUP
+
 if [ -f "$data/feats.scp" ]; then
-  mkdir -p "$data/.backup"
+  mkdir -p "$data/.backup" || exit 1
   echo "$me: moving $data/feats.scp to $data/.backup"
-  mv "$data/feats.scp" "$data/.backup"
+  mv "$data/feats.scp" "$data/.backup/feats.scp" || exit 1
+  backed_up=true
 fi
 
 "$utils/validate_data_dir.sh" --no-text --no-feats "$data" || exit 1
@@ -69,6 +98,9 @@ elif [ -f "$data/utt2warp" ]; then
   echo "$me [info]: using VTLN warp factors from $data/utt2warp"
   vtln_opts="--vtln-map=ark:$data/utt2warp"
 fi
+
+# Nothing from an earlier run may pass for this run's output.
+rm -f "$raw".*.new.ark "$raw".*.new.scp "$logdir"/utt2num_frames.* "$logdir"/utt2dur.* 2>/dev/null
 
 extra_opts=
 if [ -f "$data/segments" ]; then
@@ -83,27 +115,56 @@ else
   input="scp:$logdir/wav_${name}.JOB.scp"
 fi
 
+# A job fails only when none of its utterances got features (or on a real error).
+logs="$logdir/make_${kind}_${name}.*.log"
 if ! $cmd JOB=1:$nj "$logdir/make_${kind}_${name}.JOB.log" \
     $prog --config="$config" $vtln_opts $extra_opts --compress=$compress \
       --write-num-frames=ark,t:"$logdir/utt2num_frames.JOB" --write-utt2dur=ark,t:"$logdir/utt2dur.JOB" \
-      "$input" ark,scp:"$featdir/raw_${kind}_$name.JOB.ark","$featdir/raw_${kind}_$name.JOB.scp"; then
+      "$input" ark,scp:"$raw.JOB.new.ark","$raw.JOB.new.scp"; then
   echo "$me: error computing ${kind} features for $name; the errors:" >&2
-  grep -h "^ERROR\|^WARNING" "$logdir"/make_${kind}_${name}.*.log | head -20 >&2
-  echo "$me: see $logdir/make_${kind}_${name}.*.log" >&2
+  { grep -h "^ERROR" $logs | head -10; grep -h "^WARNING" $logs | head -10; } >&2
+  echo "$me: see $logs" >&2
   exit 1
 fi
 
+# The jobs' scp files point at raw.N.new.ark: point them at raw.N.ark, where those will go.
 for n in $(seq $nj); do
-  cat "$featdir/raw_${kind}_$name.$n.scp" || exit 1
-done > "$data/feats.scp.tmp" && mv "$data/feats.scp.tmp" "$data/feats.scp" || exit 1
+  from="$raw.$n.new.ark:" to="$raw.$n.ark:" awk '
+    { i = index($0, " " ENVIRON["from"])
+      if (i == 0) { print "unexpected line in " FILENAME ": " $0 > "/dev/stderr"; exit 1 }
+      print substr($0, 1, i) ENVIRON["to"] substr($0, i + 1 + length(ENVIRON["from"])) }' \
+    "$raw.$n.new.scp" > "$raw.$n.scp.tmp" || exit 1
+done
+for n in $(seq $nj); do cat "$raw.$n.scp.tmp" || exit 1; done > "$data/feats.scp.tmp" || exit 1
 if $write_utt2num_frames; then
-  for n in $(seq $nj); do cat "$logdir/utt2num_frames.$n" || exit 1; done > "$data/utt2num_frames.tmp" \
-    && mv "$data/utt2num_frames.tmp" "$data/utt2num_frames" || exit 1
+  for n in $(seq $nj); do cat "$logdir/utt2num_frames.$n" || exit 1; done > "$data/utt2num_frames.tmp" || exit 1
 fi
 if $write_utt2dur; then
-  for n in $(seq $nj); do cat "$logdir/utt2dur.$n" || exit 1; done > "$data/utt2dur.tmp" \
-    && mv "$data/utt2dur.tmp" "$data/utt2dur" || exit 1
+  for n in $(seq $nj); do cat "$logdir/utt2dur.$n" || exit 1; done > "$data/utt2dur.tmp" || exit 1
 fi
+
+nf=$(wc -l < "$data/feats.scp.tmp")
+nu=$(wc -l < "$data/utt2spk")
+if [ "$nf" -ne "$nu" ]; then
+  echo "$me: warning: it seems not all of the utterances got features ($nf != $nu; the warnings" \
+       "in $logs say why); consider using utils/fix_data_dir.sh $data" >&2
+fi
+if [ "$nf" -lt $((nu - nu / 20)) ]; then
+  echo "$me: error: less than 95% of the ${kind} features were successfully generated ($nf of $nu" \
+       "utterances); probably a serious error. The first warnings:" >&2
+  grep -h "^WARNING" $logs | head -10 >&2
+  exit 1
+fi
+
+# Install: the archives, then the scp files that point at them.
+committing=true
+for n in $(seq $nj); do
+  mv "$raw.$n.new.ark" "$raw.$n.ark" && mv "$raw.$n.scp.tmp" "$raw.$n.scp" || exit 1
+done
+mv "$data/feats.scp.tmp" "$data/feats.scp" || exit 1
+committing=false
+if $write_utt2num_frames; then mv "$data/utt2num_frames.tmp" "$data/utt2num_frames" || exit 1; fi
+if $write_utt2dur; then mv "$data/utt2dur.tmp" "$data/utt2dur" || exit 1; fi
 
 # Store the frame shift and the config along with the features, as Kaldi does.
 frame_shift=$(sed -n 's/^--frame-shift=\([0-9.]*\).*/\1/p' "$config" | tail -1)
@@ -111,10 +172,4 @@ awk -v s="${frame_shift:-10}" 'BEGIN { printf "%.3f\n", 0.001 * s }' > "$data/fr
 mkdir -p "$data/conf" && cp "$config" "$data/conf/${kind}.conf" || exit 1
 rm -f "$logdir"/wav_${name}.*.scp "$logdir"/segments.* "$logdir"/utt2num_frames.* "$logdir"/utt2dur.* 2>/dev/null
 
-nf=$(wc -l < "$data/feats.scp")
-nu=$(wc -l < "$data/utt2spk")
-if [ "$nf" -ne "$nu" ]; then
-  echo "$me: not all utterances got features ($nf != $nu); see $logdir/make_${kind}_${name}.*.log" >&2
-  exit 1
-fi
 echo "$me: Succeeded creating $(echo $kind | tr a-z A-Z) features for $name"

@@ -166,11 +166,12 @@ def _compute_feats(kind: str, argv: list[str] | None) -> int:
             if v["vtln_map"]:
                 key = utt2spk.get(utt, utt) if v["utt2spk"] else utt
                 if key not in vtln_map:
-                    _warning(f"No vtln-map entry for utterance-id (or speaker-id) {key}")
+                    _warning(f"No vtln-map entry for utterance-id (or speaker-id) {key}: "
+                             f"producing no output for utterance {utt}")
                     failures.append(utt)
                     continue
                 warp = vtln_map[key]
-            feats = computer.compute(x, utt, warp)
+            feats = computer.compute(x, utt, warp)   # its errors are option errors: fatal
             if feats.shape[0] == 0:
                 _warning(f"Utterance {utt} ({duration:.3f} s) is too short for one frame: no output.")
                 failures.append(utt)
@@ -181,19 +182,22 @@ def _compute_feats(kind: str, argv: list[str] | None) -> int:
             num_frames.append((utt, str(feats.shape[0])))
             durations.append((utt, f"{duration:g}"))
             audio_seconds += duration
+        # Kaldi: each failed utterance is a warning (above) and the program succeeds if any
+        # utterance did; steps/make_mfcc.sh judges the overall count. With none, fail inside
+        # the block so that no (empty) output appears.
+        elapsed = time.perf_counter() - t0
+        done, failed = len(num_frames), len(set(failures))
+        _log(f"Done {done} out of {done + failed} utterances ({audio_seconds:.1f} s of audio, "
+             f"{audio_seconds / max(elapsed, 1e-9):.0f}x real time)"
+             + (f"; {failed} failed: see the warnings above." if failed else "."))
+        if done == 0:
+            if failed:
+                fail(f"no utterance produced features ({failed} failed: see the warnings above)")
+            fail(f"no utterances in {v['segments'] or wav_scp}")
     if v["write_num_frames"]:
         _write_text_table(v["write_num_frames"], num_frames)
     if v["write_utt2dur"]:
         _write_text_table(v["write_utt2dur"], durations)
-    elapsed = time.perf_counter() - t0
-    done = len(num_frames)
-    _log(f"Done {done} out of {done + len(set(failures))} utterances "
-         f"({audio_seconds:.1f} s of audio, {audio_seconds / max(elapsed, 1e-9):.0f}x real time).")
-    if failures:
-        fail(f"{len(set(failures))} utterance(s) produced no features (see the warnings above), "
-             f"e.g. {sorted(set(failures))[0]}")
-    if done == 0:
-        fail(f"no utterances in {wav_scp}")
     return 0
 
 
