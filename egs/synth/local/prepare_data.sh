@@ -7,8 +7,8 @@
 #        <data-dir>/local/dict/{lexicon.txt,nonsilence_phones.txt,silence_phones.txt,
 #                               optional_silence.txt,extra_questions.txt},
 #        <data-dir>/local/lm/train.txt
-# Re-running with the same options and an intact <db-dir> does nothing (delete <db-dir>/.done
-# to force it).
+# Re-running with the same options (and --synth-config contents) and an intact <db-dir> does
+# nothing (delete <db-dir>/.done to force it).
 
 # sizes; empty = the program's default (or the --tiny preset's)
 train_hours=        # hours of training audio [1.0]
@@ -62,9 +62,19 @@ opts=(--seed "$seed")
 [ -n "$train_hours" ] && opts+=(--train-hours "$train_hours")
 [ -n "$dev_minutes" ] && opts+=(--dev-minutes "$dev_minutes")
 [ -n "$test_minutes" ] && opts+=(--test-minutes "$test_minutes")
-[ -n "$synth_config" ] && opts+=(--config "$synth_config")
+# The stamp names what defines the corpus (not --nj): the options and, as the file's path says
+# nothing about what is in it, the config's contents. Without a config the stamp is as before, so
+# existing corpora stay up to date.
+stamp_extra=
+if [ -n "$synth_config" ]; then
+  [ -f "$synth_config" ] || { echo "$0: no such file $synth_config (--synth-config)" >&2; exit 1; }
+  config_sha1=$(sha1sum < "$synth_config" | cut -d' ' -f1) && [ -n "$config_sha1" ] || {
+    echo "$0: cannot read $synth_config" >&2; exit 1; }
+  opts+=(--config "$synth_config")
+  stamp_extra=" config-sha1=$config_sha1"
+fi
 
-stamp="${opts[*]}"  # the corpus does not depend on --nj
+stamp="${opts[*]}$stamp_extra"
 opts+=(--nj "$nj")
 if [ -f "$db/.done" ] && [ "$(cat "$db/.done")" = "$stamp" ] &&
    [ -f "$data/train/wav.scp" ] && [ -f "$data/test/wav.scp" ] && [ -f "$data/dev/wav.scp" ] &&
