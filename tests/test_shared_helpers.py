@@ -88,7 +88,7 @@ def test_opts_parser_binary_and_context():
     d = p.parse_args([])
     assert (d.binary, d.context_width, d.central_position) == (True, 3, 1)
     assert "must match acc-tree-stats (checked)" in p.format_help()
-    with pytest.raises(SystemExit):
+    with pytest.raises(PynnetError, match=r"^argument --binary: expected true or false; usage: pynnet-x "):
         p.parse_args(["--binary", "yes"])
 
 

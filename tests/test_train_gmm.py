@@ -127,6 +127,26 @@ def test_train_mono_align_si_train_deltas(work):
     _check_alignments_spell_transcripts(work, tri / "final.mdl", tri)
 
 
+def test_one_cmvn_option_passes_through_the_scripts(work):
+    """A --cmvn-opts value of one option ("--norm-vars=true", argparse alone takes it for an
+    option of its own) reaches every job: train_mono.sh's (init, equal alignment, accumulation,
+    realignment), align_si.sh's (the source dir's cmvn_opts file) and acc-tree-stats, in both the
+    --opt value and --opt=value forms."""
+    sh(work, "steps/train_mono.sh", "--nj", "2", "--num-iters", "3", "--realign-iters", "1", "--max-iter-inc", "2",
+       "--totgauss", "60", "--cmvn-opts", "--norm-vars=true", "data/train", "lang", "exp/mono_nv")
+    assert (work / "exp/mono_nv/cmvn_opts").read_text() == "--norm-vars=true\n"
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang", "exp/mono_nv", "exp/mono_nv_ali")
+    assert "24 of 24 utterances aligned" in r.stdout
+    assert (work / "exp/mono_nv_ali/cmvn_opts").read_text() == "--norm-vars=true\n"
+    accs = {}
+    for name, opts in {"sep": ["--cmvn-opts", "--norm-vars=true"], "eq": ["--cmvn-opts=--norm-vars=true"],
+                       "means": ["--cmvn-opts", ""]}.items():
+        sh(work, "pynnet-acc-tree-stats", *opts, "--ci-phones", "1", "exp/mono_nv_ali/final.mdl",
+           "data/train/split2/1", "exp/mono_nv_ali/ali.1.gz", f"exp/mono_nv_ali/{name}.treeacc")
+        accs[name] = (work / f"exp/mono_nv_ali/{name}.treeacc").read_bytes()
+    assert accs["sep"] == accs["eq"] != accs["means"]
+
+
 def test_alignment_failures_are_reported_and_dimension_mismatch_is_an_error(work):
     if not (work / "exp/mono/final.mdl").exists():
         pytest.skip("needs the monophone system of the previous test")

@@ -1,6 +1,7 @@
-"""Option and message plumbing shared by the pynnet-* programs (Kaldi conventions): true/false
-option values, the argument parser, ``LOG (prog) ...`` lines on stderr, colon-separated integer
-lists, and the option groups several programs take (--binary, tree context)."""
+"""Option and message plumbing shared by the pynnet-* programs (Kaldi conventions): the argument
+parser (one-line usage errors; option values that start with "-"), true/false option values,
+integers written in ASCII, ``LOG (prog) ...`` lines on stderr, colon-separated integer lists, and
+the option groups several programs take (--binary, tree context)."""
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,62 @@ def kaldi_bool(v: str) -> bool:
     return v == "true"
 
 
-def parser(prog: str, desc: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=desc)
+class Parser(argparse.ArgumentParser):
+    """The pynnet programs' argument parser.
+
+    Bad usage is a user mistake: one line ``ERROR (prog): <what>; usage: <usage>`` and exit 1
+    (via ``PynnetError`` and ``@cli``), not argparse's multi-line usage and exit 2; ``--help``
+    still prints the full usage and exits 0.
+
+    The word after an option that takes one value is its value, even when it starts with "-"
+    (as getopt and utils/parse_options.sh read it): ``--cmvn-opts --norm-vars=true`` is
+    ``--cmvn-opts=--norm-vars=true``, where argparse alone would take ``--norm-vars=true`` for
+    an option of its own."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self._glue_values(sys.argv[1:] if args is None else list(args)),
+                                         namespace)
+
+    def _glue_values(self, argv: list[str]) -> list[str]:
+        takes_value = {o for a in self._actions if a.nargs is None
+                       for o in a.option_strings if o.startswith("--")}
+        out, i = [], 0
+        while i < len(argv):
+            if argv[i] in takes_value and i + 1 < len(argv):
+                out.append(f"{argv[i]}={argv[i + 1]}")
+                i += 2
+                continue
+            if argv[i] == "--":  # the rest are positional
+                return out + argv[i:]
+            out.append(argv[i])
+            i += 1
+        return out
+
+    def error(self, message: str) -> "NoReturn":  # noqa: F821
+        usage = self.format_usage().removeprefix("usage: ")
+        # argparse wraps a generated usage over several lines; a hand-written one has the
+        # synopsis on its first line
+        usage_error(message, usage if self.usage else " ".join(usage.split()))
+
+
+def usage_error(message: str, usage: str) -> "NoReturn":  # noqa: F821
+    """Bad usage (a user mistake): ``PynnetError('<message>; usage: <synopsis>')``, on one line:
+    the synopsis is the first line of ``usage`` (variants and examples follow it, for --help)."""
+    synopsis = usage.split("\n")[0].strip()
+    raise PynnetError(f"{message}; usage: {synopsis}")
+
+
+def parser(prog: str, desc: str, usage: str | None = None, **kwargs) -> Parser:
+    """The argument parser of a pynnet program (see ``Parser``); ``kwargs`` go to argparse."""
+    return Parser(prog=prog, description=desc, usage=usage, **kwargs)
+
+
+def ascii_int(s: str) -> int | None:
+    """``s`` as an integer if it is one written in ASCII (``-``? digits), else None.
+    ``str.isdigit()`` alone is not enough: it is true of '²', which ``int()`` rejects, and of
+    '٣', which ``int()`` reads as 3."""
+    digits = s[1:] if s.startswith("-") else s
+    return int(s) if digits.isascii() and digits.isdigit() else None
 
 
 def log(msg: str) -> None:

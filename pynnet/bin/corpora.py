@@ -12,6 +12,7 @@ import json
 import sys
 
 from pynnet.bin._cli import cli, run
+from pynnet.bin._opts import parser
 from pynnet.io.errors import fail
 
 
@@ -40,19 +41,13 @@ def _weights(text: str) -> dict[str, float]:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 1, like every pynnet program
-        fail(f"{message} (see --help)")
-
-
 @cli
 def synth_corpus_main(argv: list[str] | None = None) -> int:
     from pynnet.corpora.synth.corpus import SynthConfig, build_corpus
 
-    p = _Parser(prog="pynnet-synth-corpus",
-                description="Synthesise the egs/synth telephone-dialogue corpus and write Kaldi "
-                            "data dirs, dict dir and LM text.",
-                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("pynnet-synth-corpus",
+               "Synthesise the egs/synth telephone-dialogue corpus and write Kaldi data dirs, dict dir "
+               "and LM text.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = SynthConfig()
     p.add_argument("db_dir", help="where the wavs (and meta/) go")
     p.add_argument("data_dir", help="where {train,dev,test}/, local/dict/ and local/lm/ go")

@@ -2,23 +2,15 @@
 utt2spk/spk2utt converters (Kaldi argument conventions)."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from pynnet.bin._cli import cli
+from pynnet.bin._opts import ascii_int, parser, usage_error
 from pynnet.io import datadir as D
 from pynnet.io.atomic import atomic_write
-from pynnet.io.errors import PynnetError, fail
+from pynnet.io.errors import fail
 from pynnet.io.tables import read_table_lines
-
-
-class _Parser(argparse.ArgumentParser):
-    """Bad usage is a one-line error and exit 1, like every other user mistake."""
-
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
-        usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
-        raise PynnetError(f"{message}; usage: {usage}")
 
 
 def _say(prog: str, msgs: list[str], warn: bool = False) -> None:
@@ -28,7 +20,7 @@ def _say(prog: str, msgs: list[str], warn: bool = False) -> None:
 
 @cli
 def validate_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="validate_data_dir.sh", description="Check a Kaldi data dir (utils/validate_data_dir.sh).")
+    p = parser("validate_data_dir.sh", "Check a Kaldi data dir (utils/validate_data_dir.sh).")
     p.add_argument("--no-feats", action="store_true", help="feats.scp need not exist (checked if it does)")
     p.add_argument("--no-text", action="store_true", help="text need not exist (checked if it does)")
     p.add_argument("--no-wav", action="store_true", help="wav.scp need not exist (checked if it does)")
@@ -45,8 +37,8 @@ def validate_main(argv: list[str] | None = None) -> int:
 
 @cli
 def fix_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="fix_data_dir.sh",
-                description="Keep the utterances common to all files, drop orphans, sort; backs up to <data>/.backup.")
+    p = parser("fix_data_dir.sh",
+               "Keep the utterances common to all files, drop orphans, sort; backs up to <data>/.backup.")
     p.add_argument("--utt-extra-files", default="", help="more files keyed by utterance to filter (space-separated)")
     p.add_argument("--spk-extra-files", default="", help="more files keyed by speaker to filter (space-separated)")
     p.add_argument("data")
@@ -56,9 +48,10 @@ def fix_main(argv: list[str] | None = None) -> int:
 
 
 def _positive_int(s: str, what: str) -> int:
-    if not s.isdigit() or int(s) <= 0:
+    n = ascii_int(s)
+    if n is None or n <= 0:
         fail(f"{what} must be a positive integer, got '{s}'")
-    return int(s)
+    return n
 
 
 SUBSET_USAGE = ("subset_data_dir.sh [--first|--last|--shortest|--random|--speakers|--per-spk] [--seed S] "
@@ -84,15 +77,15 @@ def subset_main(argv: list[str] | None = None) -> int:
             mode = flags[a]
         elif a in ("--utt-list", "--spk-list"):
             if not args:
-                fail(f"{a} needs a file; usage: {SUBSET_USAGE}")
+                usage_error(f"{a} needs a file", SUBSET_USAGE)
             mode = a[2:].replace("-", "_")
             list_file = args.pop(0)
         elif a == "--seed":
-            if not args or not args[0].lstrip("-").isdigit():
+            seed = ascii_int(args.pop(0)) if args else None
+            if seed is None:
                 fail("--seed needs an integer")
-            seed = int(args.pop(0))
         elif a.startswith("--"):
-            fail(f"unknown option {a}; usage: {SUBSET_USAGE}")
+            usage_error(f"unknown option {a}", SUBSET_USAGE)
         else:
             pos.append(a)
     if mode in ("utt_list", "spk_list"):
@@ -100,13 +93,13 @@ def subset_main(argv: list[str] | None = None) -> int:
         if len(pos) == 2 and os.path.isdir(list_file) and not os.path.isdir(pos[0]):
             list_file, pos = pos[0], [list_file, pos[1]]
         if len(pos) != 2:
-            fail(f"expected <srcdir> <destdir> after --{mode.replace('_', '-')} <list>; usage: {SUBSET_USAGE}")
+            usage_error(f"expected <srcdir> <destdir> after --{mode.replace('_', '-')} <list>", SUBSET_USAGE)
         src, dest = pos
         dd = D.load_data_dir(src, strict=True, prog="subset_data_dir.sh")
         out = D.subset(dd, **{mode: list_file})
     else:
         if len(pos) != 3:
-            fail(f"expected <srcdir> <num> <destdir>, got {len(pos)} arguments; usage: {SUBSET_USAGE}")
+            usage_error(f"expected <srcdir> <num> <destdir>, got {len(pos)} arguments", SUBSET_USAGE)
         src, num, dest = pos
         n = _positive_int(num, "<num>")
         dd = D.load_data_dir(src, strict=True, prog="subset_data_dir.sh")
@@ -121,7 +114,7 @@ def subset_main(argv: list[str] | None = None) -> int:
 
 @cli
 def split_data_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="split_data.sh", description="Split a data dir by speaker into <data>/split<N>/<1..N>.")
+    p = parser("split_data.sh", "Split a data dir by speaker into <data>/split<N>/<1..N>.")
     p.add_argument("--per-utt", action="store_true", help="split by utterance into <data>/split<N>utt/ "
                                                           "(a speaker may be in several parts)")
     p.add_argument("data")
@@ -133,7 +126,7 @@ def split_data_main(argv: list[str] | None = None) -> int:
 
 @cli
 def combine_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="combine_data.sh", description="Combine data dirs into one (utils/combine_data.sh).")
+    p = parser("combine_data.sh", "Combine data dirs into one (utils/combine_data.sh).")
     p.add_argument("--skip-fix", default="false", choices=["true", "false"],
                    help="do not run fix_data_dir on the result")
     p.add_argument("--extra-files", default="", help="more files keyed by utterance to combine (space-separated)")
@@ -158,7 +151,7 @@ def combine_main(argv: list[str] | None = None) -> int:
 
 @cli
 def copy_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="copy_data_dir.sh", description="Copy a data dir, optionally renaming utterances/speakers.")
+    p = parser("copy_data_dir.sh", "Copy a data dir, optionally renaming utterances/speakers.")
     for o in ("--utt-prefix", "--utt-suffix", "--spk-prefix", "--spk-suffix"):
         p.add_argument(o, default="")
     p.add_argument("--validate-opts", default="--no-feats --no-text")
@@ -196,7 +189,7 @@ def _input_path(path: str | None) -> str:
 
 @cli
 def utt2spk_to_spk2utt_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="utt2spk_to_spk2utt.pl", description="utt2spk (file or stdin) -> spk2utt on stdout.")
+    p = parser("utt2spk_to_spk2utt.pl", "utt2spk (file or stdin) -> spk2utt on stdout.")
     p.add_argument("utt2spk", nargs="?")
     a = p.parse_args(argv)
     src = _input_path(a.utt2spk)
@@ -208,7 +201,7 @@ def utt2spk_to_spk2utt_main(argv: list[str] | None = None) -> int:
 
 @cli
 def spk2utt_to_utt2spk_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="spk2utt_to_utt2spk.pl", description="spk2utt (file or stdin) -> utt2spk on stdout.")
+    p = parser("spk2utt_to_utt2spk.pl", "spk2utt (file or stdin) -> utt2spk on stdout.")
     p.add_argument("spk2utt", nargs="?")
     a = p.parse_args(argv)
     src = _input_path(a.spk2utt)
@@ -256,9 +249,11 @@ def split_scp_main(argv: list[str] | None = None) -> int:
             print("usage: " + SPLIT_SCP_USAGE, file=sys.stderr)
             return 0
         if a == "-j":
-            if len(args) < 2 or not args[0].isdigit() or not args[1].isdigit():
-                fail(f"-j needs <num-jobs> <job-id>; usage: {SPLIT_SCP_USAGE}")
-            num_jobs, job_id = int(args.pop(0)), int(args.pop(0))
+            nums = [ascii_int(x) for x in args[:2]]
+            if len(nums) < 2 or None in nums or min(nums) < 0:
+                usage_error("-j needs <num-jobs> <job-id>", SPLIT_SCP_USAGE)
+            num_jobs, job_id = nums
+            del args[:2]
         elif a == "--one-based":
             one_based = True
         elif a.startswith("--utt2spk="):
@@ -268,11 +263,11 @@ def split_scp_main(argv: list[str] | None = None) -> int:
                 fail("--utt2spk needs a file")
             utt2spk_file = args.pop(0)
         elif a.startswith("-") and a != "-":
-            fail(f"unknown option {a}; usage: {SPLIT_SCP_USAGE}")
+            usage_error(f"unknown option {a}", SPLIT_SCP_USAGE)
         else:
             pos.append(a)
     if not pos:
-        fail(f"no input scp; usage: {SPLIT_SCP_USAGE}")
+        usage_error("no input scp", SPLIT_SCP_USAGE)
     in_scp, outs = pos[0], pos[1:]
     if num_jobs is not None:
         if num_jobs <= 0:
@@ -281,11 +276,11 @@ def split_scp_main(argv: list[str] | None = None) -> int:
         if not 0 <= k < num_jobs:
             fail(f"-j: job-id {job_id} out of range for {num_jobs} jobs{' (--one-based)' if one_based else ''}")
         if len(outs) > 1:
-            fail(f"with -j give at most one output file; usage: {SPLIT_SCP_USAGE}")
+            usage_error("with -j give at most one output file", SPLIT_SCP_USAGE)
         n = num_jobs
     else:
         if not outs:
-            fail(f"no output files; usage: {SPLIT_SCP_USAGE}")
+            usage_error("no output files", SPLIT_SCP_USAGE)
         n = len(outs)
     lines = _raw_lines(_input_path(in_scp))
     if not lines:
@@ -326,15 +321,15 @@ def filter_scp_main(argv: list[str] | None = None) -> int:
             exclude = True
         elif a == "-f" or a.startswith("--field"):
             v = a.split("=", 1)[1] if "=" in a else (args.pop(0) if args else "")
-            if not v.lstrip("-").isdigit() or int(v) == 0:
+            field = ascii_int(v) or 0
+            if field == 0:
                 fail(f"-f needs a field number (1-based, negative counts from the end), got '{v}'")
-            field = int(v)
         elif a.startswith("-") and a != "-":
-            fail(f"unknown option {a}; usage: {FILTER_USAGE}")
+            usage_error(f"unknown option {a}", FILTER_USAGE)
         else:
             pos.append(a)
     if len(pos) not in (1, 2):
-        fail(f"expected <id-list> [<in.scp>]; usage: {FILTER_USAGE}")
+        usage_error("expected <id-list> [<in.scp>]", FILTER_USAGE)
     ids = {k for _, k, _ in _raw_lines(_input_path(pos[0]))}
     src = _input_path(pos[1] if len(pos) == 2 else None)
     if src == "/dev/stdin" and pos[0] in ("-",):
@@ -360,8 +355,8 @@ def _strip_spec(spec: str, prefixes: tuple[str, ...]) -> str:
 
 @cli
 def wav_to_duration_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="wav-to-duration",
-                description="Duration in seconds of each recording of a wav.scp (files, 'cmd |' pipes, ark:offset).")
+    p = parser("wav-to-duration",
+               "Duration in seconds of each recording of a wav.scp (files, 'cmd |' pipes, ark:offset).")
     p.add_argument("--read-entire-file", default="true", choices=["true", "false"],
                    help="accepted for Kaldi compatibility: the audio is always read entirely")
     p.add_argument("wav_rspecifier", help="scp:wav.scp (or a wav.scp path)")
@@ -385,8 +380,8 @@ def wav_to_duration_main(argv: list[str] | None = None) -> int:
 
 @cli
 def remove_dup_utts_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="remove_dup_utts.sh",
-                description="Copy a data dir keeping at most <max-count> utterances per distinct transcript.")
+    p = parser("remove_dup_utts.sh",
+               "Copy a data dir keeping at most <max-count> utterances per distinct transcript.")
     p.add_argument("max_count")
     p.add_argument("src")
     p.add_argument("dest")

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from pynnet.bin._cli import cli, prog_name
+from pynnet.bin._opts import parser
 from pynnet.io.errors import fail
 
 
@@ -23,20 +24,6 @@ def _bool(v: str) -> bool:
     if v.lower() in ("false", "0"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got '{v}'")
-
-
-def _glue_value(argv: list[str], opt: str) -> list[str]:
-    """``--cmvn-opts --norm-vars=true`` -> ``--cmvn-opts=--norm-vars=true`` (argparse would take
-    a value starting with -- for an option)."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] == opt and i + 1 < len(argv):
-            out.append(f"{opt}={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
 
 
 def _decode_opts(p: argparse.ArgumentParser) -> None:
@@ -153,7 +140,7 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
 
 
 def _latgen_parser(usage: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog_name(), usage=usage, description=description)
+    p = parser(prog_name(), description, usage=usage)
     _decode_opts(p)
     return p
 
@@ -217,7 +204,7 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
     p.add_argument("lattice_wspecifier")
     p.add_argument("words_wspecifier", nargs="?")
     p.add_argument("alignments_wspecifier", nargs="?")
-    a = p.parse_args(_glue_value(sys.argv[1:] if argv is None else argv, "--cmvn-opts"))
+    a = p.parse_args(argv)
     from pynnet.decode.decoder import GmmScorer, decode_loglikes, read_hclg, tid2pdf
 
     cfg = _config(a)
@@ -291,13 +278,13 @@ def _penalties(s: str) -> list[str]:
 
 @cli
 def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog=prog_name(),
+    p = parser(
+        prog_name(),
         usage="%(prog)s [--min-lmwt 7] [--max-lmwt 17] [--word-ins-penalty 0.0,0.5,1.0] "
               "[--word-symbol-table words.txt] <lattice-rspecifier>... <scoring-dir>\n"
               "  e.g. %(prog)s --word-symbol-table exp/tri1/graph/words.txt exp/tri1/decode/lat.*.gz "
               "exp/tri1/decode/scoring_kaldi",
-        description="Best paths of lattices for every LM weight x word insertion penalty: writes "
+        desc="Best paths of lattices for every LM weight x word insertion penalty: writes "
                     "<scoring-dir>/penalty_<P>/<LMWT>.txt (as score_kaldi.sh's lattice-scale | "
                     "lattice-add-penalty | lattice-best-path | int2sym.pl, all grid points in one pass).")
     p.add_argument("--min-lmwt", type=int, default=7)

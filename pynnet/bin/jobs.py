@@ -24,8 +24,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-JOB_RANGE = re.compile(r"^([A-Za-z_]\w*)=(\d+):(\d+)$")
-JOB_SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$")
+JOB_RANGE = re.compile(r"^([A-Za-z_]\w*)=(\d+):(\d+)$", re.ASCII)
+JOB_SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$", re.ASCII)
+
+
+def _is_count(v: str) -> bool:
+    """ASCII digits only: str.isdigit() is also true of '²', which int() rejects.  (Not
+    pynnet.bin._opts.ascii_int: this module uses the standard library only.)"""
+    return v.isascii() and v.isdigit()
+
+
 # Options that take no argument (qsub's -V); every other option takes exactly one, except -pe (two).
 _NO_ARG = {"-V"}
 
@@ -238,21 +246,21 @@ def run_pl_main(argv: list[str] | None = None) -> int:
         max_jobs = None
         for k, v in spec.opts:
             if k in ("--max-jobs-run", "-tc"):
-                if not v.isdigit() or int(v) <= 0:
+                if not _is_count(v) or int(v) <= 0:
                     raise UsageError(f"invalid option {k} {v}")
                 max_jobs = int(v) if max_jobs is None else min(max_jobs, int(v))
         pick = spec.opt("--pick", "all")
         if pick not in ("all", "failed", "incomplete", "none"):
             raise UsageError(f"--pick must be one of all, failed, incomplete, none; got '{pick}'")
         threads = spec.opt("--num-threads", "1")
-        if not threads.isdigit():
+        if not _is_count(threads):
             raise UsageError(f"--num-threads must be a number, got '{threads}'")
     except UsageError as e:
         print(f"run.pl: {e}\n{RUN_USAGE}", file=sys.stderr)
         return 1
     if max_jobs is None:
         gpu = spec.opt("--gpu", "0")
-        max_jobs = count_gpus() if gpu.isdigit() and int(gpu) > 0 else default_max_jobs(len(spec.jobs))
+        max_jobs = count_gpus() if _is_count(gpu) and int(gpu) > 0 else default_max_jobs(len(spec.jobs))
     runner = JobRunner()
     codes: dict[int, int] = {}
 
@@ -316,16 +324,16 @@ def sbatch_options(spec: JobSpec) -> tuple[list[str], int | None, int]:
     threads = 1
     for k, v in spec.opts:
         if k in ("--max-jobs-run", "-tc"):
-            if not v.isdigit() or int(v) <= 0:
+            if not _is_count(v) or int(v) <= 0:
                 raise UsageError(f"invalid option {k} {v}")
             max_jobs = int(v) if max_jobs is None else min(max_jobs, int(v))
         elif k == "--gpu":
-            if not v.isdigit():
+            if not _is_count(v):
                 raise UsageError(f"--gpu must be a number, got '{v}'")
             if int(v) > 0:
                 out.append(f"--gres=gpu:{v}")
         elif k == "--num-threads":
-            if not v.isdigit() or int(v) <= 0:
+            if not _is_count(v) or int(v) <= 0:
                 raise UsageError(f"--num-threads must be a positive number, got '{v}'")
             threads = int(v)
             out.append(f"--cpus-per-task={v}")
@@ -378,7 +386,7 @@ def config_sbatch_options(spec: JobSpec, config: str, text: str | None = None
     max_jobs = None
     for k, v in spec.opts:
         if k in ("--max-jobs-run", "-tc"):
-            if not v.isdigit() or int(v) <= 0:
+            if not _is_count(v) or int(v) <= 0:
                 raise UsageError(f"invalid option {k} {v}")
             max_jobs = int(v) if max_jobs is None else min(max_jobs, int(v))
         elif k == "--config":
@@ -397,7 +405,7 @@ def config_sbatch_options(spec: JobSpec, config: str, text: str | None = None
         else:
             raise UsageError(f"{config}: no 'option {name}=...' line for --{name.replace('_', '-')} {value}")
     threads = given.get("num_threads", "1")
-    if not threads.isdigit() or int(threads) <= 0:
+    if not _is_count(threads) or int(threads) <= 0:
         raise UsageError(f"--num-threads must be a positive number, got '{threads}'")
     extra, _, _ = sbatch_options(JobSpec(spec.prog, spec.cmd, spec.log, opts=passthrough))
     return command or ["sbatch"], out + extra, max_jobs, int(threads)
@@ -545,7 +553,7 @@ def queue_pl_main(argv: list[str] | None = None) -> int:
 def _run_task(argv: list[str], prog: str) -> int:
     """Inside an array task: run job ``$SLURM_ARRAY_TASK_ID`` / ``$SGE_TASK_ID`` and record its
     exit status."""
-    if len(argv) != 2 or not argv[1].isdigit():
+    if len(argv) != 2 or not _is_count(argv[1]):
         print(f"{prog}: --run-task <spec.json> <task-id>", file=sys.stderr)
         return 1
     with open(argv[0]) as f:

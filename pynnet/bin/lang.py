@@ -7,14 +7,8 @@ import os
 import sys
 
 from pynnet.bin._cli import cli
+from pynnet.bin._opts import parser
 from pynnet.io.errors import PynnetError, fail
-
-
-class _Parser(argparse.ArgumentParser):
-    """Bad usage is a one-line error and exit 1, like every other user mistake."""
-
-    def error(self, message: str) -> "NoReturn":  # noqa: F821
-        raise PynnetError(f"{message}; usage: {self.format_usage().strip().removeprefix('usage: ')}")
 
 
 def _bool(s: str) -> bool:
@@ -27,8 +21,8 @@ def _bool(s: str) -> bool:
 def prepare_lang_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.lang import prepare_lang
 
-    p = _Parser(prog="pynnet-prepare-lang",
-                description="Make a Kaldi lang dir from a dict dir (utils/prepare_lang.sh).")
+    p = parser("pynnet-prepare-lang",
+               "Make a Kaldi lang dir from a dict dir (utils/prepare_lang.sh).")
     p.add_argument("--position-dependent-phones", type=_bool, default=True)
     p.add_argument("--num-sil-states", type=int, default=5)
     p.add_argument("--num-nonsil-states", type=int, default=3)
@@ -53,9 +47,9 @@ def prepare_lang_main(argv: list[str] | None = None) -> int:
 def train_lm_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.lm import prune_lm, read_sentences, read_vocab, train_lm, UNK
 
-    p = _Parser(prog="pynnet-train-lm",
-                description="Train a back-off n-gram LM and write it as ARPA (gzipped if out ends in .gz). "
-                            "Default: interpolated modified Kneser-Ney trigram.")
+    p = parser("pynnet-train-lm",
+               "Train a back-off n-gram LM and write it as ARPA (gzipped if out ends in .gz). "
+               "Default: interpolated modified Kneser-Ney trigram.")
     p.add_argument("--order", type=int, default=3)
     p.add_argument("--discount", choices=["kn", "wb"], default="kn",
                    help="kn: interpolated modified Kneser-Ney; wb: interpolated Witten-Bell")
@@ -81,8 +75,7 @@ def train_lm_main(argv: list[str] | None = None) -> int:
 def lm_ppl_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.lm import BackoffLM, perplexity, read_sentences
 
-    p = _Parser(prog="pynnet-lm-ppl", description="Perplexity of an ARPA LM on a text (SRILM ngram -unk -ppl "
-                                                  "output format).")
+    p = parser("pynnet-lm-ppl", "Perplexity of an ARPA LM on a text (SRILM ngram -unk -ppl output format).")
     p.add_argument("--text-has-uttid", type=_bool, default=False)
     p.add_argument("lm")
     p.add_argument("text")
@@ -97,8 +90,8 @@ def lm_ppl_main(argv: list[str] | None = None) -> int:
 def format_lm_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.graph import format_lm
 
-    p = _Parser(prog="pynnet-format-lm",
-                description="Copy a lang dir and add G.fst made from an ARPA LM (utils/format_lm.sh).")
+    p = parser("pynnet-format-lm",
+               "Copy a lang dir and add G.fst made from an ARPA LM (utils/format_lm.sh).")
     p.add_argument("lang_dir")
     p.add_argument("arpa")
     p.add_argument("lexicon", help="the dict dir's lexicon.txt (words with empty pronunciations), or ''")
@@ -110,7 +103,7 @@ def format_lm_main(argv: list[str] | None = None) -> int:
 
 @cli
 def mkgraph_main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="pynnet-mkgraph", description="Build HCLG.fst (utils/mkgraph.sh).")
+    p = parser("pynnet-mkgraph", "Build HCLG.fst (utils/mkgraph.sh).")
     p.add_argument("--self-loop-scale", type=float, default=0.1)
     p.add_argument("--transition-scale", type=float, default=1.0)
     p.add_argument("--remove-oov", type=_bool, default=False, help="remove the OOV word's arcs from G")

@@ -7,6 +7,7 @@ import os
 import sys
 
 from pynnet.bin._cli import cli
+from pynnet.bin._opts import parser as _parser
 from pynnet.io.errors import fail
 
 
@@ -42,14 +43,6 @@ def _apply_cmvn(v: str, data_dir: str) -> bool:
     if v == "auto":
         return os.path.exists(os.path.join(data_dir, "cmvn.scp"))
     return _bool(v)
-
-
-def _parser(prog: str, desc: str) -> argparse.ArgumentParser:
-    class P(argparse.ArgumentParser):
-        def error(self, message):  # one line, exit 1 (Kaldi style)
-            print(f"ERROR ({prog}): {message}\n{self.format_usage().strip()}", file=sys.stderr)
-            sys.exit(1)
-    return P(prog=prog, description=desc)
 
 
 @cli

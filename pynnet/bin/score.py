@@ -1,22 +1,22 @@
 """Scoring programs: pynnet-compute-wer, pynnet-align-text, pynnet-wer-details, pynnet-best-wer."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from pynnet.bin._cli import cli, prog_name
+from pynnet.bin._opts import Parser, ascii_int, parser
 from pynnet.io.errors import fail
 
 
-def _parser(description: str, usage: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog_name(), description=description, usage=usage)
+def _parser(description: str, usage: str) -> Parser:
+    return parser(prog_name(), description, usage=usage)
 
 
 def _check_ints(table: dict[str, list[str]], spec: str) -> None:
     for key, words in table.items():
         for w in words:
-            if not w.lstrip("-").isdigit():
+            if ascii_int(w) is None:
                 fail(f"utterance '{key}': '{w}' is not an integer (use --text for word strings)", spec)
 
 
