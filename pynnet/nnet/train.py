@@ -421,7 +421,7 @@ def plot_curve(history: list[dict], path: str) -> None:
 def set_threads() -> None:
     """Torch intra-op threads from OMP_NUM_THREADS (path.sh sets 1 per job)."""
     n = os.environ.get("OMP_NUM_THREADS")
-    if n and n.isdigit() and int(n) > 0:
+    if n and n.isascii() and n.isdigit() and int(n) > 0:  # '²'.isdigit() but int('²') raises
         torch.set_num_threads(int(n))
 
 
