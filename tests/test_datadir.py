@@ -666,3 +666,49 @@ def test_split_data_skips_current_split(tmp_path):
     assert sh(UTILS / "split_data.sh", d, 2).returncode == 0
     assert part.stat().st_mtime_ns > old
     assert not [p for p in os.listdir(d) if p.startswith(".split2") or p.startswith(".old_split")]
+
+
+# --- Kaldi's field splitting: ASCII space and tab only -------------------------------------------
+
+def test_split_fields_is_kaldis_rule():
+    from pynnet.io import tables as T
+    # every character str.split() cuts at besides space, tab and newline is "other space"
+    other = {chr(c) for c in range(0x110000) if chr(c).isspace()} - set(" \t\n")
+    assert set(T._OTHER_SPACE) == other
+    assert T.split_fields(" a\t\tcaf\u00a0e  b\u3000c \t") == ["a", "caf\u00a0e", "b\u3000c"]
+    assert T.split_fields("") == [] and T.split_fields(" \t ") == []
+    assert T.split_key("  u1 \t s\u00a0x  y \t") == ("u1", "s\u00a0x  y")
+    assert T.split_key("u1\u00a0s") == ("u1\u00a0s", "") and T.split_key(" \t") == ("", "")
+    # blocks: clean ones go through str.split(); one odd line makes the block follow the rule
+    assert list(T.split_lines(["a b\n", "c\td\n"])) == [["a", "b"], ["c", "d"]]
+    assert list(T.split_lines(["a b\n", "x\u00a0y z\r\n", "e\x1cf\n"])) == [["a", "b"], ["x\u00a0y", "z"], ["e\x1cf"]]
+    for c in other - {"\r"}:
+        assert T.split_fields(f"a{c}b c") == [f"a{c}b", "c"], hex(ord(c))
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_non_breaking_space_is_part_of_a_field(tmp_path, eol):
+    # The same files with LF (the fast reader) and CRLF (the line-by-line reader) read the same.
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "utt2spk").write_text(eol.join(["s\u00a0x-u1 s\u00a0x", "s\u00a0x-u2 s\u00a0x", ""]))
+    (d / "text").write_text(eol.join(["s\u00a0x-u1 caf\u00a0e  au\u00a0lait", "s\u00a0x-u2 caf e", ""]))
+    (d / "segments").write_text(eol.join(["s\u00a0x-u1 r\u00a01 0.0 1.5", "s\u00a0x-u2 r\u00a01 1.5 2.0", ""]))
+    (d / "wav.scp").write_text(eol.join(["r\u00a01 /x/r 1.wav", ""]))
+    (d / "reco2file_and_channel").write_text(eol.join(["r\u00a01 r\u00a01 A", ""]))
+    dd = D.load_data_dir(d, strict=False)
+    assert dd.utt2spk == {"s\u00a0x-u1": "s\u00a0x", "s\u00a0x-u2": "s\u00a0x"}
+    assert dd.text == {"s\u00a0x-u1": "caf\u00a0e  au\u00a0lait", "s\u00a0x-u2": "caf e"}
+    assert dd.recordings == ["r\u00a01"]
+    assert dd.segments["s\u00a0x-u1"] == D.Segment("r\u00a01", 0.0, 1.5)
+    assert D.read_data_file(d, "utt2spk") == dd.utt2spk
+    assert D.read_data_file(d, "reco2file_and_channel") == {"r\u00a01": "r\u00a01 A"}
+    # one word, so these two transcripts differ
+    assert len(D.remove_dup_utts(dd, 1).utts) == 2
+    # a non-breaking space does not separate fields: one field, or three where two are allowed
+    (d / "utt2spk").write_text(eol.join(["s\u00a0x-u1\u00a0s\u00a0x", ""]))
+    with pytest.raises(PynnetError, match="utt2spk:1: expected at least 2 fields, got 1"):
+        D.read_data_file(d, "utt2spk")
+    (d / "utt2spk").write_text(eol.join(["u1 s x", ""]))
+    with pytest.raises(PynnetError, match="utt2spk:1: expected at most 2 fields, got 3"):
+        D.read_data_file(d, "utt2spk")

@@ -173,6 +173,20 @@ def test_pron_probs_and_position_independent(tmp_path):
     assert transduce(lang.L_fst(), [lang.phones["SIL"], lang.phones["c"]]) == {}
 
 
+def test_non_breaking_space_is_part_of_a_word(tmp_path):
+    # Kaldi splits lexicon lines on spaces and tabs only: 'caf\u00a0e' is one word (str.split()
+    # made it two, and writing align_lexicon.int then failed); a phone may hold one too.
+    lex = "<unk> SPN\ncaf\u00a0e c a\u00a0x\nd\td \t\n"
+    d = make_dict(tmp_path / "dict", lexicon=lex, nonsil="a\u00a0x\nc\nd\n")
+    lang = prepare_lang(d, "<unk>", str(tmp_path / "tmp"), str(tmp_path / "lang"))
+    assert "caf\u00a0e" in lang.words and "caf" not in lang.words and "d" in lang.words
+    assert "a\u00a0x_E" in lang.phones
+    ali = read(f"{lang.dir}/phones/align_lexicon.int").splitlines()
+    w, c_b, ax_e = lang.words["caf\u00a0e"], lang.phones["c_B"], lang.phones["a\u00a0x_E"]
+    assert f"{w} {w} {c_b} {ax_e}" in ali
+    assert (w,) in transduce(lang.L_fst(), [c_b, ax_e])
+
+
 def test_add_lex_disambig_prefixes():
     prons, m = add_lex_disambig([["a"], ["a", "b"], ["a", "b"], ["c"]])
     assert prons == [["a", "#1"], ["a", "b", "#1"], ["a", "b", "#2"], ["c"]] and m == 2

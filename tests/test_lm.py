@@ -16,7 +16,7 @@ kaldilm = import_kaldilm()
 
 from pynnet.bin.lang import lm_ppl_main, train_lm_main
 from pynnet.hmm.lm import (BOS, EOS, BackoffLM, _kn_discounts, perplexity, prune_lm, read_sentences,
-                           train_lm)
+                           read_vocab, train_lm)
 from pynnet.io.errors import PynnetError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -132,6 +132,24 @@ def test_pruned_4gram_contexts_sum_to_one(tmp_path, discount):
     assert all(h in small.probs[len(h)] for h in small.bows)
     small.write_arpa(str(tmp_path / "lm.arpa"))
     check_sums_to_one(BackoffLM.read_arpa(str(tmp_path / "lm.arpa")), tol=1e-5)
+
+
+def test_non_breaking_space_is_part_of_a_word(tmp_path):
+    # Kaldi splits on spaces and tabs only: 'caf\u00a0e' is one word of the text, the vocabulary
+    # and the ARPA file (str.split() made it two, and the ARPA file could not be read back).
+    text = tmp_path / "text"
+    text.write_text("u1 caf\u00a0e au lait\nu2 un caf\u00a0e\r\nu3 au\u3000lait\n", encoding="utf-8")
+    sents = list(read_sentences(str(text), skip_uttid=True))
+    assert sents == [["caf\u00a0e", "au", "lait"], ["un", "caf\u00a0e"], ["au\u3000lait"]]
+    vocab = tmp_path / "words.txt"
+    vocab.write_text("<eps> 0\ncaf\u00a0e 1\nau 2\nlait 3\nun 4\nau\u3000lait 5\n", encoding="utf-8")
+    assert read_vocab(str(vocab)) == ["caf\u00a0e", "au", "lait", "un", "au\u3000lait"]
+    lm = train_lm(sents, order=3, vocab=read_vocab(str(vocab)), verbose=False)
+    lm.write_arpa(str(tmp_path / "lm.arpa"))
+    back = BackoffLM.read_arpa(str(tmp_path / "lm.arpa"))
+    assert ("caf\u00a0e",) in back.probs[1] and ("caf",) not in back.probs[1]
+    assert all(back.probs[k].keys() == lm.probs[k].keys() for k in (1, 2, 3))
+    check_sums_to_one(back, tol=1e-5)
 
 
 def test_arpa_round_trip_gzip_and_kaldilm(tmp_path):

@@ -211,6 +211,20 @@ def test_read_transcripts_rejects_blank_lines(tmp_path):
         read_transcripts(f"ark:{p}")
 
 
+def test_non_breaking_space_is_part_of_a_word(tmp_path, capsys):
+    # Kaldi splits transcripts on spaces and tabs only: 'caf\u00a0e' is one word, 'caf e' two.
+    ref = _write(tmp_path / "ref", "u\u00a01 caf\u00a0e au\u00a0lait\nu2 a\tb  c\n")
+    hyp = _write(tmp_path / "hyp", "u\u00a01 caf e au\u00a0lait\r\nu2 a b c\n")
+    r, h = read_transcripts(ref), read_transcripts(f"ark:{hyp}")
+    assert r == {"u\u00a01": ["caf\u00a0e", "au\u00a0lait"], "u2": ["a", "b", "c"]}
+    assert h == {"u\u00a01": ["caf", "e", "au\u00a0lait"], "u2": ["a", "b", "c"]}
+    assert compute_wer(r, h).lines()[0] == "%WER 40.00 [ 2 / 5, 1 ins, 0 del, 1 sub ]"
+    out = tmp_path / "details"
+    rc, _, _ = _run(wer_details_main, [ref, hyp, str(out)], capsys)
+    assert rc == 0
+    assert "u\u00a01 #csid 1 1 1 0" in (out / "per_utt").read_text(encoding="utf-8").splitlines()
+
+
 def test_int2sym_sym2int_roundtrip(tmp_path):
     words = _write(tmp_path / "words.txt", "<eps> 0\nhello 1\nworld 2\n<unk> 3\n")
     r = subprocess.run(f"echo 'u1 hello world zzz' | {ROOT}/utils/sym2int.pl --map-oov '<unk>' -f 2- {words}"

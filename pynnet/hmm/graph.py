@@ -23,6 +23,7 @@ import numpy as np
 
 from pynnet.io.atomic import apply_umask, atomic_path, atomic_write
 from pynnet.io.errors import fail
+from pynnet.io.tables import FIELD_SEPS, split_fields
 from pynnet.hmm.lang import Lang, _read_lines
 
 
@@ -188,14 +189,14 @@ def _arpa_unigrams(path: str) -> list[str]:
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         in1 = False
         for line in f:
-            s = line.strip()
+            s = line.strip(FIELD_SEPS + "\r\n")
             if s == "\\1-grams:":
                 in1 = True
                 continue
             if in1:
                 if s.startswith("\\"):
                     break
-                fields = s.split()
+                fields = split_fields(s)
                 if len(fields) >= 2:
                     out.append(fields[1])
     return out

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from pynnet.io.atomic import atomic_path, atomic_write, make_temp_dir
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.tables import split_fields, split_lines
 
 POS_SUFFIXES = ("_B", "_E", "_I", "_S")
 # Words Kaldi reserves in words.txt / the LM; a lexicon must not contain them.
@@ -46,15 +47,14 @@ def _read_lines(path: str) -> list[tuple[int, list[str]]]:
     """(line_number, fields) of a UTF-8 text file; undecodable bytes are an error naming file:line."""
     if not os.path.isfile(path):
         fail("no such file", path)
-    out = []
+    lines = []
     with open(path, "rb") as f:
         for n, raw in enumerate(f, 1):
             try:
-                line = raw.decode("utf-8")
+                lines.append(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 fail("not valid UTF-8", path, n)
-            out.append((n, line.split()))
-    return out
+    return list(enumerate(split_lines(lines), 1))
 
 
 def _read_phone_lines(path: str, *, allow_empty_file: bool = False) -> list[list[str]]:
@@ -398,7 +398,7 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
         _write_lines(P("phones", "align_lexicon.txt"), al_sorted)
         _write_lines(P("phones", "align_lexicon.int"),
                      (" ".join([str(words[f[0]]), str(words[f[1]])] + [str(phones[p]) for p in f[2:]])
-                      for f in (s.split() for s in al_sorted)))
+                      for f in map(split_fields, al_sorted)))
 
         with open(P("topo"), "w") as f:
             f.write(make_topo([phones[p] for p in nonsil_phones], [phones[p] for p in sil_phones],

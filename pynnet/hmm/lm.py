@@ -27,6 +27,7 @@ from typing import Iterable, Iterator
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.tables import FIELD_SEPS, split_fields, split_lines
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 # Symbols in a Kaldi words.txt that are not words of the language model.
@@ -34,6 +35,7 @@ NON_LM_SYMBOLS = {"<eps>", "#0", BOS, EOS}
 LOG10_ZERO = -99.0
 
 Gram = tuple[str, ...]
+_LINE_SPACE = FIELD_SEPS + "\r\n"
 
 
 def _open_text(path: str):
@@ -52,7 +54,7 @@ def read_vocab(path: str) -> list[str]:
     with _open_text(path) as f:
         try:
             for n, line in enumerate(f, 1):
-                fields = line.split()
+                fields = split_fields(line.rstrip("\r\n"))
                 if not fields:
                     continue
                 if len(fields) > 2 or (len(fields) == 2 and not fields[1].lstrip("-").isdigit()):
@@ -74,14 +76,16 @@ def read_sentences(path: str, skip_uttid: bool = False) -> Iterator[list[str]]:
     """Sentences of a text file, one per line (``skip_uttid``: Kaldi ``text`` with utterance ids)."""
     with _open_text(path) as f:
         try:
-            for n, line in enumerate(f, 1):
-                words = line.split()
-                if skip_uttid:
-                    words = words[1:]
-                for w in words:
-                    if w in (BOS, EOS):
+            n = 0
+            for block in iter(lambda: f.readlines(1 << 16), []):
+                for words in split_lines(block):
+                    n += 1
+                    if skip_uttid:
+                        words = words[1:]
+                    if BOS in words or EOS in words:
+                        w = next(w for w in words if w in (BOS, EOS))
                         fail(f"the text must not contain '{w}' (it is added automatically)", path, n)
-                yield words
+                    yield words
         except UnicodeDecodeError:
             fail("not valid UTF-8", path)
 
@@ -163,48 +167,56 @@ class BackoffLM:
         k = 0
         with _open_text(path) as f:
             try:
-                for n, line in enumerate(f, 1):
-                    s = line.strip()
-                    if not s:
-                        continue
-                    if section == "start":
-                        if s == "\\data\\":
-                            section = "data"
-                        continue
-                    if s == "\\end\\":
-                        section = "end"
-                        break
-                    if s.startswith("\\") and s.endswith("-grams:"):
-                        try:
-                            k = int(s[1:-len("-grams:")])
-                        except ValueError:
-                            fail(f"bad section header '{s}'", path, n)
-                        if k != len(probs):
-                            fail(f"section \\{k}-grams: out of order", path, n)
-                        probs.append({})
-                        section = "grams"
-                        continue
-                    if section == "data":
-                        if not s.startswith("ngram ") or "=" not in s:
-                            fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
-                        a, b = s[len("ngram "):].split("=", 1)
-                        try:
-                            counts[int(a)] = int(b)
-                        except ValueError:
-                            fail(f"bad ngram count line '{s}'", path, n)
-                        continue
-                    fields = s.split()
-                    if len(fields) < k + 1 or len(fields) > k + 2:
+                n = 0
+                for block in iter(lambda: f.readlines(1 << 16), []):
+                    for line, fields in zip(block, split_lines(block)):
+                        n += 1
+                        if not fields:
+                            continue
+                        if section == "grams" and not fields[0].startswith("\\"):
+                            if len(fields) < k + 1 or len(fields) > k + 2:
+                                fail(f"expected log10-prob, {k} words and optional backoff, got "
+                                     f"'{line.strip(_LINE_SPACE)}'", path, n)
+                            try:
+                                p = float(fields[0])
+                                bo = float(fields[k + 1]) if len(fields) == k + 2 else None
+                            except ValueError:
+                                fail(f"bad number in '{line.strip(_LINE_SPACE)}'", path, n)
+                            g = tuple(fields[1:k + 1])
+                            probs[k][g] = p
+                            if bo is not None:
+                                bows[g] = bo
+                            continue
+                        s = line.strip(_LINE_SPACE)
+                        if section == "start":
+                            if s == "\\data\\":
+                                section = "data"
+                            continue
+                        if s == "\\end\\":
+                            section = "end"
+                            break
+                        if s.startswith("\\") and s.endswith("-grams:"):
+                            try:
+                                k = int(s[1:-len("-grams:")])
+                            except ValueError:
+                                fail(f"bad section header '{s}'", path, n)
+                            if k != len(probs):
+                                fail(f"section \\{k}-grams: out of order", path, n)
+                            probs.append({})
+                            section = "grams"
+                            continue
+                        if section == "data":
+                            if not s.startswith("ngram ") or "=" not in s:
+                                fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
+                            a, b = s[len("ngram "):].split("=", 1)
+                            try:
+                                counts[int(a)] = int(b)
+                            except ValueError:
+                                fail(f"bad ngram count line '{s}'", path, n)
+                            continue
                         fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
-                    try:
-                        p = float(fields[0])
-                        bo = float(fields[k + 1]) if len(fields) == k + 2 else None
-                    except ValueError:
-                        fail(f"bad number in '{s}'", path, n)
-                    g = tuple(fields[1:k + 1])
-                    probs[k][g] = p
-                    if bo is not None:
-                        bows[g] = bo
+                    if section == "end":
+                        break
             except UnicodeDecodeError:
                 fail("not valid UTF-8", path)
         if section == "start":

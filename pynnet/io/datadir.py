@@ -19,7 +19,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from pynnet.io.atomic import atomic_write, make_temp_dir
 from pynnet.io.errors import fail
-from pynnet.io.tables import read_table_lines
+from pynnet.io.tables import FIELD_SEPS, has_other_space, read_table_lines, split_fields, split_key
 
 UTT, SPK, RECO = "utt", "spk", "reco"
 
@@ -59,12 +59,12 @@ def _warp(v: str) -> str | None:
 
 
 def _channel(v: str) -> str | None:
-    ch = v.split()[-1]
+    ch = split_fields(v)[-1]
     return None if ch in ("A", "B", "1") else f"channel must be A or B, got '{ch}'"
 
 
 def _segment(v: str) -> str | None:
-    reco, start, end = v.split()
+    reco, start, end = split_fields(v)
     s, e = _float(start), _float(end)
     if s is None or e is None:
         return f"start and end times must be numbers, got '{start} {end}'"
@@ -79,7 +79,7 @@ def _segment(v: str) -> str | None:
 
 def _text(v: str) -> str | None:
     for sym in ("<s>", "</s>", "#0"):
-        if sym in v.split():
+        if sym in split_fields(v):
             return f"transcript contains the illegal symbol {sym}"
     return None
 
@@ -210,7 +210,7 @@ class DataDir:
             return None
         out = {}
         for utt, rest in t.items():
-            reco, start, end = rest.split()
+            reco, start, end = split_fields(rest)
             out[utt] = Segment(reco, float(start), float(end))
         return out
 
@@ -230,7 +230,7 @@ class DataDir:
         seg = self.tables.get("segments")
         if seg is None:
             return self.utts
-        return _c_sorted({rest.split()[0] for rest in seg.values()})
+        return _c_sorted({split_fields(rest)[0] for rest in seg.values()})
 
     def keyed_by(self, name: str) -> str:
         kind = self.extra_kinds.get(name) or FILES[name].keyed_by
@@ -243,7 +243,7 @@ class DataDir:
         spks = {self.utt2spk[u] for u in keep}
         recos = keep
         if "segments" in self.tables:
-            recos = {self.tables["segments"][u].split()[0] for u in keep if u in self.tables["segments"]}
+            recos = {split_fields(self.tables["segments"][u])[0] for u in keep if u in self.tables["segments"]}
         tables: dict[str, dict[str, str]] = {}
         for name, t in self.tables.items():
             if name == "spk2utt":
@@ -267,7 +267,7 @@ class DataDir:
         if seg is not None:
             for u, k in utt_part.items():
                 if u in seg:
-                    reco_parts.setdefault(seg[u].split(None, 1)[0], set()).add(k)
+                    reco_parts.setdefault(split_fields(seg[u])[0], set()).add(k)
         out = [DataDir(self.path, {}, plain=dict(self.plain), extra_kinds=self.extra_kinds) for _ in range(n)]
         for name, t in self.tables.items():
             if name == "spk2utt":
@@ -316,22 +316,29 @@ def _read_fast(path: str, spec: FileSpec, sorted_keys: bool) -> tuple[dict[str, 
     rows = text.split("\n")
     if rows[-1] == "":
         rows.pop()
-    parts = [r.split(None, 1) for r in rows]
+    # Where the text has no space but ASCII space and tab, str.split() splits as Kaldi does, in C;
+    # otherwise (U+00A0 ...) Kaldi's rule line by line.
+    odd_space = has_other_space(text)
+    split = split_fields if odd_space else str.split
+    if odd_space:
+        parts = [[k, r] if r else [k] if k else [] for k, r in map(split_key, rows)]
+    else:
+        parts = [r.split(None, 1) for r in rows]
     if not all(parts):
         return None
     keys = [p[0] for p in parts]
     if spec.min_fields == 1:
-        rests = [p[1].strip() if len(p) > 1 else "" for p in parts]
+        rests = [p[1].strip(FIELD_SEPS) if len(p) > 1 else "" for p in parts]
     else:
         if not all(len(p) == 2 for p in parts):
             return None
-        rests = [p[1].strip() for p in parts]
+        rests = [p[1].strip(FIELD_SEPS) for p in parts]
         if spec.min_fields > 2 or spec.max_fields is not None:
             lo, hi = spec.min_fields - 1, (spec.max_fields or 10**9) - 1
             if spec.max_fields == 2:
                 if any(" " in r or "\t" in r for r in rests):
                     return None
-            elif not all(lo <= len(r.split()) <= hi for r in rests):
+            elif not all(lo <= len(split(r)) <= hi for r in rests):
                 return None
     if spec.check is _text:
         if "<s>" in text or "</s>" in text or "#0" in text:
@@ -359,7 +366,7 @@ def _read_file(path: str, name: str, strict: bool, prog: str, spec: FileSpec | N
     fast = _read_fast(path, spec, sorted_keys)
     if fast is not None:
         table, lines = fast
-        if name == "reco2file_and_channel" and any(v.split()[-1] == "1" for v in table.values()):
+        if name == "reco2file_and_channel" and any(split_fields(v)[-1] == "1" for v in table.values()):
             _warn(prog, f"{path}: the channel should be marked A or B, not 1")
         return fast
     table: dict[str, str] = {}
@@ -382,7 +389,7 @@ def _read_file(path: str, name: str, strict: bool, prog: str, spec: FileSpec | N
         prev = kb
         table[key] = rest
         lines[key] = n
-    if name == "reco2file_and_channel" and any(v.split()[-1] == "1" for v in table.values()):
+    if name == "reco2file_and_channel" and any(split_fields(v)[-1] == "1" for v in table.values()):
         _warn(prog, f"{path}: the channel should be marked A or B, not 1")
     return table, lines
 
@@ -447,7 +454,7 @@ def _utt2spk_from_spk2utt(spk2utt: dict[str, str], lines: dict[str, int], path: 
     u2s: dict[str, str] = {}
     u2l: dict[str, int] = {}
     for spk, rest in spk2utt.items():
-        for utt in rest.split():
+        for utt in split_fields(rest):
             if utt in u2s:
                 fail(f"utterance '{utt}' is listed under speakers '{u2s[utt]}' and '{spk}'", path, lines[spk])
             u2s[utt] = spk
@@ -480,7 +487,7 @@ def _diagnose_spk2utt(dd: DataDir, expected: dict[str, list[str]]) -> None:
     seen: set[str] = set()
     for spk, rest in dd.tables["spk2utt"].items():
         path, line = dd.where("spk2utt", spk)
-        for utt in rest.split():
+        for utt in split_fields(rest):
             if utt in seen:
                 fail(f"utterance '{utt}' listed twice", path, line)
             seen.add(utt)
@@ -492,7 +499,7 @@ def _diagnose_spk2utt(dd: DataDir, expected: dict[str, list[str]]) -> None:
         if utt not in seen:
             fail(f"utterance '{utt}' of speaker '{spk}' is missing from spk2utt", *dd.where("utt2spk", utt))
     for spk, rest in dd.tables["spk2utt"].items():
-        if rest.split() != expected[spk]:
+        if split_fields(rest) != expected[spk]:
             fail(f"utterances of speaker '{spk}' are not in the order of utt2spk", *dd.where("spk2utt", spk))
     fail("spk2utt does not match utt2spk", dd.file("spk2utt"))  # not reached: one check above fires
 
@@ -531,7 +538,7 @@ def validate(dd: DataDir, *, no_feats: bool = False, no_text: bool = False, no_w
     for utt, spk in u2s.items():
         expected.setdefault(spk, []).append(utt)
     s2u = dd.tables["spk2utt"]
-    if s2u.keys() != expected.keys() or any(rest.split() != expected[spk] for spk, rest in s2u.items()):
+    if s2u.keys() != expected.keys() or any(split_fields(rest) != expected[spk] for spk, rest in s2u.items()):
         _diagnose_spk2utt(dd, expected)
     if len(s2u) == 1:
         warnings.append("you have only one speaker; this is probably a bad idea (see 'bold' in "
@@ -557,10 +564,10 @@ def validate(dd: DataDir, *, no_feats: bool = False, no_text: bool = False, no_w
         if "segments" in dd.tables:
             first_seg: dict[str, str] = {}
             for utt, rest in dd.tables["segments"].items():
-                first_seg.setdefault(rest.split()[0], utt)
+                first_seg.setdefault(split_fields(rest)[0], utt)
             seg_where = lambda reco: dd.where("segments", first_seg[reco])  # noqa: E731
             for utt, rest in dd.tables["segments"].items():
-                reco = rest.split()[0]
+                reco = split_fields(rest)[0]
                 if reco not in dd.tables["wav.scp"]:
                     fail(f"recording '{reco}' is not in wav.scp", *dd.where("segments", utt))
             for reco in dd.tables["wav.scp"]:
@@ -631,7 +638,7 @@ def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
     # filtered to them, never decide them (Kaldi's filter_recordings).
     recos: set[str] | None = None
     if seg is not None:
-        recos = {v.split()[0] for v in seg.values()}
+        recos = {split_fields(v)[0] for v in seg.values()}
         if "wav.scp" in t:
             recos &= set(t["wav.scp"])
     utts = set(t["utt2spk"])
@@ -642,7 +649,7 @@ def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
         if "wav.scp" in t:
             utts &= set(t["wav.scp"])
     else:
-        utts = {u for u in utts if seg[u].split()[0] in recos}
+        utts = {u for u in utts if split_fields(seg[u])[0] in recos}
     # Speakers without cmvn.scp / spk2gender entries are dropped with their utterances (Kaldi).
     spks = {t["utt2spk"][u] for u in utts}
     for name in ("cmvn.scp", "spk2gender", "spk2warp"):
@@ -783,7 +790,7 @@ def remove_dup_utts(dd: DataDir, max_count: int) -> DataDir:
     for utt in dd.utts:
         if utt not in dd.text:
             fail(f"utterance '{utt}' has no entry in text", *dd.where("utt2spk", utt))
-        words = " ".join(dd.text[utt].split())
+        words = " ".join(split_fields(dd.text[utt]))
         count[words] = count.get(words, 0) + 1
         if count[words] <= max_count:
             keep.append(utt)
@@ -994,7 +1001,7 @@ def utt2spk_to_spk2utt(lines: Iterable[tuple[str, str]]) -> list[tuple[str, list
 
 def spk2utt_to_utt2spk(lines: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """(utt, spk) for each utterance of each ``spk utt1 utt2 ...`` line (spk2utt_to_utt2spk.pl)."""
-    return [(utt, spk) for spk, rest in lines for utt in rest.split()]
+    return [(utt, spk) for spk, rest in lines for utt in split_fields(rest)]
 
 
 def split_scp_lines(keys: list[str], n: int, utt2spk: dict[str, str] | None = None,

@@ -10,6 +10,56 @@ from typing import Iterable, Iterator
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
 
+# Kaldi splits the fields of a line on ASCII space and tab only (SplitStringToVector(line, " \t")).
+# Python's str.split() and str.strip() also take these for whitespace: U+00A0 would make
+# 'caf\u00a0e' two words here and one in Kaldi (lexicons, transcripts, WER).
+FIELD_SEPS = " \t"
+_OTHER_SPACE_ASCII = "\v\f\r\x1c\x1d\x1e\x1f"
+_OTHER_SPACE = _OTHER_SPACE_ASCII + ("\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                                     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def split_fields(line: str) -> list[str]:
+    """The fields of ``line`` (without its line end), separated by runs of spaces and tabs, as
+    Kaldi splits them; every other character, Unicode spaces included, belongs to a field.
+    About as fast as str.split()."""
+    if "\t" in line:
+        line = line.replace("\t", " ")
+    fields = line.split(" ")
+    if "" in fields:
+        fields = [f for f in fields if f]
+    return fields
+
+
+def split_key(line: str) -> tuple[str, str]:
+    """(first field, the rest of ``line`` without surrounding spaces and tabs), by the rule of
+    split_fields; ('', '') for a blank line."""
+    line = line.strip(FIELD_SEPS)
+    i = line.find(" ")
+    j = line.find("\t")
+    if j >= 0 and (i < 0 or j < i):
+        i = j
+    if i < 0:
+        return line, ""
+    return line[:i], line[i + 1:].lstrip(FIELD_SEPS)
+
+
+def has_other_space(text: str) -> bool:
+    """Whether ``text`` holds a character that str.split() takes for whitespace but Kaldi does
+    not (anything besides space, tab and newline); where it holds none, str.split() on its
+    lines gives Kaldi's fields, a fast path for whole files."""
+    chars = _OTHER_SPACE_ASCII if text.isascii() else _OTHER_SPACE
+    return any(c in text for c in chars)
+
+
+def split_lines(lines: list[str]) -> Iterator[list[str]]:
+    """split_fields of each of ``lines`` (a block of a file, line ends kept or not), lazily.  A
+    block with no space but ASCII space, tab and newline goes through str.split() in C:
+    streaming readers split blocks (``f.readlines(1 << 16)``) rather than lines for speed."""
+    if has_other_space("".join(lines)):
+        return (split_fields(line.rstrip("\r\n")) for line in lines)
+    return map(str.split, lines)
+
 
 def read_table_lines(path: str | os.PathLike, *, min_fields: int = 2, max_fields: int | None = None,
                      allow_empty: bool = False) -> Iterator[tuple[int, str, str]]:
@@ -27,15 +77,15 @@ def read_table_lines(path: str | os.PathLike, *, min_fields: int = 2, max_fields
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
                 fail("not valid UTF-8", path, n)
-            fields = line.split()
-            if not fields:
+            key, rest = split_key(line)
+            if not key:
                 fail("empty line", path, n)
-            if len(fields) < min_fields:
-                fail(f"expected at least {min_fields} fields, got {len(fields)}: '{line}'", path, n)
-            if max_fields is not None and len(fields) > max_fields:
-                fail(f"expected at most {max_fields} fields, got {len(fields)}: '{line}'", path, n)
-            key = fields[0]
-            rest = line.strip()[len(key):].strip()
+            # the fields after the key are only counted when it matters
+            nf = 1 if not rest else 2 if min_fields <= 2 and max_fields is None else 1 + len(split_fields(rest))
+            if nf < min_fields:
+                fail(f"expected at least {min_fields} fields, got {nf}: '{line}'", path, n)
+            if max_fields is not None and nf > max_fields:
+                fail(f"expected at most {max_fields} fields, got {nf}: '{line}'", path, n)
             yield n, key, rest
     if n == 0 and not allow_empty:
         fail("file is empty", path)

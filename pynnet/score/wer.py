@@ -17,6 +17,7 @@ import kaldialign
 import numpy as np
 
 from pynnet.io.errors import fail
+from pynnet.io.tables import split_fields, split_lines
 
 MODES = ("present", "all", "strict")
 SPECIAL_SYMBOL = "***"  # what score_kaldi.sh passes to align-text and the wer_*_details scripts
@@ -61,18 +62,28 @@ def read_transcripts(spec: str) -> dict[str, list[str]]:
     naming file:line.  Blank lines are an error too (Kaldi's text reader rejects them)."""
     out: dict[str, list[str]] = {}
     with open_rspecifier(spec) as (f, name):
-        for n, raw in enumerate(f, 1):
+        n = 0
+        for block in iter(lambda: f.readlines(1 << 16), []):
             try:
-                line = raw.decode("utf-8")
+                # a newline byte never falls inside a UTF-8 character: the block decodes as its lines do
+                lines = b"".join(block).decode("utf-8").split("\n")
             except UnicodeDecodeError:
-                fail("not valid UTF-8", name, n)
-            fields = line.split()
-            if not fields:
-                fail("empty line (expected 'utterance-id word ...')", name, n)
-            key = fields[0]
-            if key in out:
-                fail(f"duplicate utterance id '{key}'", name, n)
-            out[key] = fields[1:]
+                for i, raw in enumerate(block, n + 1):
+                    try:
+                        raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        fail("not valid UTF-8", name, i)
+                raise
+            if lines[-1] == "":
+                lines.pop()
+            for fields in split_lines(lines):
+                n += 1
+                if not fields:
+                    fail("empty line (expected 'utterance-id word ...')", name, n)
+                key = fields[0]
+                if key in out:
+                    fail(f"duplicate utterance id '{key}'", name, n)
+                out[key] = fields[1:]
     return out
 
 
@@ -274,7 +285,7 @@ def write_wer_details(out_dir: str, ref: dict[str, Sequence[str]], hyp: dict[str
         for k, p in pairs.items():
             lines = per_utt_lines(k, p, eps)
             f.write("\n".join(lines) + "\n")
-            c, s, i, d = (int(x) for x in lines[3].split()[2:])
+            c, s, i, d = (int(x) for x in split_fields(lines[3])[-4:])  # utt-id #csid c s i d
             csid[k] = (c, s, i, d)
     if utt2spk is not None:
         with atomic_write(os.path.join(out_dir, "per_spk")) as f:
@@ -296,8 +307,8 @@ def parse_wer_line(line: str) -> tuple[float, str, str] | None:
     where = line[:pos].rstrip()
     if where.endswith(":"):
         where = where[:-1]
-    body = " ".join(line[pos:].split())
-    fields = body.split()
+    fields = split_fields(line[pos:].rstrip("\r\n"))
+    body = " ".join(fields)
     if len(fields) < 2:
         return None
     try:
