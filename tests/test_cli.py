@@ -82,6 +82,8 @@ def test_option_values_may_start_with_dashes():
 
 def test_ascii_int():
     from pynnet.bin._opts import ascii_int
+    from pynnet.io import tables
+    assert ascii_int is tables.ascii_int  # one rule for options and file readers
     assert [ascii_int(s) for s in ("0", "17", "-3", "007")] == [0, 17, -3, 7]
     # '²' and '٣' are isdigit(); int() rejects the first and reads the second
     assert [ascii_int(s) for s in ("²", "٣", "", "-", "--5", "+5", " 5", "1_000", "5x")] == [None] * 9

@@ -193,6 +193,32 @@ def test_read_arpa_errors(tmp_path):
         BackoffLM.read_arpa(str(p))
 
 
+def test_integers_are_ascii_as_kaldi_reads_them(tmp_path):
+    # ids and counts are ASCII integers: lstrip("-").isdigit() took '--5' (and '\u00b2', on which
+    # int() raised), int() read '\u0661' as 1; a '#' word is a disambiguation symbol only with ASCII digits
+    vocab = tmp_path / "words.txt"
+    vocab.write_text("<eps> 0\na\t1\n#1  2\n#\u00b2 3\nb -4\n", encoding="utf-8")
+    assert read_vocab(str(vocab)) == ["a", "#\u00b2", "b"]
+    for bad in ("--5", "\u00b2", "\u0661", "1_0", "5x", "\u00a05"):
+        vocab.write_text(f"<eps> 0\na {bad}\n", encoding="utf-8")
+        with pytest.raises(PynnetError, match=r"words.txt:2: expected 'word' or 'word id' \(an integer\)"):
+            read_vocab(str(vocab))
+    # '\data\' lines are split as Kaldi's ARPA reader splits them: 'ngram', N, '=', count
+    arpa = tmp_path / "lm.arpa"
+    body = "\n\\1-grams:\n-99 <s> -0.5\n-0.5 </s>\n-0.3 a\n\n\\end\\\n"
+    arpa.write_text("\\data\\\nngram\t1 =  3\n" + body, encoding="utf-8")
+    assert set(BackoffLM.read_arpa(str(arpa)).probs[1]) == {("<s>",), ("</s>",), ("a",)}
+    for data, msg in (("ngram 1=\u00b3", "bad ngram count line"), ("ngram \u0661=3", "bad ngram count line"),
+                      ("ngram 1=--3", "bad ngram count line"), ("ngram 1=3=3", "bad ngram count line"),
+                      ("ngram\u00a01=3", "expected 'ngram N=count'")):
+        arpa.write_text(f"\\data\\\n{data}\n" + body, encoding="utf-8")
+        with pytest.raises(PynnetError, match=f"lm.arpa:2: {msg}"):
+            BackoffLM.read_arpa(str(arpa))
+    arpa.write_text("\\data\\\nngram 1=3\n" + body.replace("\\1-grams", "\\\u0661-grams"), encoding="utf-8")
+    with pytest.raises(PynnetError, match=r"lm.arpa:4: bad section header"):
+        BackoffLM.read_arpa(str(arpa))
+
+
 def test_cli(tmp_path, capsys):
     text = tmp_path / "text"
     text.write_text("".join(f"utt{i} {' '.join(s)}\n" for i, s in enumerate(random_corpus(3, 100))))

@@ -10,6 +10,7 @@ import sys
 
 from pynnet.bin._cli import prog_name
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.tables import ascii_int  # noqa: F401 (the programs' integers; one rule with the file readers)
 
 
 def kaldi_bool(v: str) -> bool:
@@ -67,14 +68,6 @@ def usage_error(message: str, usage: str) -> "NoReturn":  # noqa: F821
 def parser(prog: str, desc: str, usage: str | None = None, **kwargs) -> Parser:
     """The argument parser of a pynnet program (see ``Parser``); ``kwargs`` go to argparse."""
     return Parser(prog=prog, description=desc, usage=usage, **kwargs)
-
-
-def ascii_int(s: str) -> int | None:
-    """``s`` as an integer if it is one written in ASCII (``-``? digits), else None.
-    ``str.isdigit()`` alone is not enough: it is true of '²', which ``int()`` rejects, and of
-    '٣', which ``int()`` reads as 3."""
-    digits = s[1:] if s.startswith("-") else s
-    return int(s) if digits.isascii() and digits.isdigit() else None
 
 
 def log(msg: str) -> None:

@@ -30,7 +30,7 @@ JOB_SINGLE = re.compile(r"^([A-Za-z_]\w*)=(\d+)$", re.ASCII)
 
 def _is_count(v: str) -> bool:
     """ASCII digits only: str.isdigit() is also true of '²', which int() rejects.  (Not
-    pynnet.bin._opts.ascii_int: this module uses the standard library only.)"""
+    pynnet.io.tables.ascii_int: this module uses the standard library only.)"""
     return v.isascii() and v.isdigit()
 
 

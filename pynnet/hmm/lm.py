@@ -27,7 +27,7 @@ from typing import Iterable, Iterator
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import PynnetError, fail
-from pynnet.io.tables import FIELD_SEPS, split_fields, split_lines
+from pynnet.io.tables import FIELD_SEPS, ascii_int, split_fields, split_lines
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 # Symbols in a Kaldi words.txt that are not words of the language model.
@@ -57,10 +57,11 @@ def read_vocab(path: str) -> list[str]:
                 fields = split_fields(line.rstrip("\r\n"))
                 if not fields:
                     continue
-                if len(fields) > 2 or (len(fields) == 2 and not fields[1].lstrip("-").isdigit()):
-                    fail("expected 'word' or 'word id'", path, n)
+                if len(fields) > 2 or (len(fields) == 2 and ascii_int(fields[1]) is None):
+                    fail(f"expected 'word' or 'word id' (an integer), got '{' '.join(fields)}'", path, n)
                 w = fields[0]
-                if w in NON_LM_SYMBOLS or (w.startswith("#") and w[1:].isdigit()):
+                # disambiguation symbols: '#' and ASCII digits ('#²' is a word)
+                if w in NON_LM_SYMBOLS or (w.startswith("#") and w[1:].isascii() and w[1:].isdigit()):
                     continue
                 if w not in seen:
                     seen.add(w)
@@ -196,9 +197,8 @@ class BackoffLM:
                             section = "end"
                             break
                         if s.startswith("\\") and s.endswith("-grams:"):
-                            try:
-                                k = int(s[1:-len("-grams:")])
-                            except ValueError:
+                            k = ascii_int(s[1:-len("-grams:")])
+                            if k is None:
                                 fail(f"bad section header '{s}'", path, n)
                             if k != len(probs):
                                 fail(f"section \\{k}-grams: out of order", path, n)
@@ -206,13 +206,14 @@ class BackoffLM:
                             section = "grams"
                             continue
                         if section == "data":
-                            if not s.startswith("ngram ") or "=" not in s:
+                            # as Kaldi's ARPA reader: '=' is a field of its own, N and count ASCII integers
+                            col = split_fields(s.replace("=", " = ", 1))
+                            if len(col) != 4 or col[0] != "ngram" or col[2] != "=":
                                 fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
-                            a, b = s[len("ngram "):].split("=", 1)
-                            try:
-                                counts[int(a)] = int(b)
-                            except ValueError:
+                            order, count = ascii_int(col[1]), ascii_int(col[3])
+                            if order is None or count is None:
                                 fail(f"bad ngram count line '{s}'", path, n)
+                            counts[order] = count
                             continue
                         fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
                     if section == "end":

@@ -19,24 +19,14 @@ from typing import Callable, Iterable, NamedTuple
 
 from pynnet.io.atomic import atomic_write, make_temp_dir
 from pynnet.io.errors import fail
-from pynnet.io.tables import FIELD_SEPS, has_other_space, read_table_lines, split_fields, split_key
+from pynnet.io.tables import (FIELD_SEPS, ascii_float, has_other_space, read_table_lines, split_fields,
+                              split_key)
 
 UTT, SPK, RECO = "utt", "spk", "reco"
 
 
-def _float(v: str) -> float | None:
-    """``v`` as a number as Kaldi (strtod) reads it, else None: Python's float() also takes
-    '1_0' and non-ASCII digits."""
-    if not v.isascii() or "_" in v:
-        return None
-    try:
-        return float(v)
-    except ValueError:
-        return None
-
-
 def _positive_float(v: str) -> str | None:
-    x = _float(v)
+    x = ascii_float(v)
     if x is None:
         return f"expected a number, got '{v}'"
     return None if x > 0 and math.isfinite(x) else f"expected a positive duration, got '{v}'"
@@ -52,7 +42,7 @@ def _gender(v: str) -> str | None:
 
 
 def _warp(v: str) -> str | None:
-    x = _float(v)
+    x = ascii_float(v)
     if x is None:
         return f"expected a warp factor, got '{v}'"
     return None if 0.5 < x < 1.5 else f"warp factor must be in (0.5, 1.5), got '{v}'"
@@ -65,7 +55,7 @@ def _channel(v: str) -> str | None:
 
 def _segment(v: str) -> str | None:
     reco, start, end = split_fields(v)
-    s, e = _float(start), _float(end)
+    s, e = ascii_float(start), ascii_float(end)
     if s is None or e is None:
         return f"start and end times must be numbers, got '{start} {end}'"
     if not (math.isfinite(s) and math.isfinite(e)):

@@ -61,6 +61,26 @@ def split_lines(lines: list[str]) -> Iterator[list[str]]:
     return map(str.split, lines)
 
 
+def ascii_int(s: str) -> int | None:
+    """``s`` as an integer if it is one written in ASCII (``-``? digits), else None: how Kaldi
+    reads the integers of its text files and options.  ``int()`` alone is not enough: it takes
+    '1_0', '\u0663' (as 3) and surrounding Unicode spaces, and ``str.isdigit()`` is true of '²',
+    which ``int()`` rejects."""
+    digits = s[1:] if s.startswith("-") else s
+    return int(s) if digits.isascii() and digits.isdigit() else None
+
+
+def ascii_float(v: str) -> float | None:
+    """``v`` as a number as Kaldi (strtod) reads it, else None: Python's float() also takes
+    '1_0', non-ASCII digits and surrounding Unicode spaces."""
+    if not v.isascii() or "_" in v:
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
 def read_table_lines(path: str | os.PathLike, *, min_fields: int = 2, max_fields: int | None = None,
                      allow_empty: bool = False) -> Iterator[tuple[int, str, str]]:
     """Yield (line_number, key, rest) for each line; rest is the remainder after the key, stripped.
