@@ -239,6 +239,30 @@ def test_segments_cut_clip_and_skip(tmp_path, rng):
         list(iter_utterances(tmp_path / "wav.scp", tmp_path / "segments"))
 
 
+def test_ids_and_times_split_at_spaces_and_tabs_only(tmp_path, rng):
+    # Kaldi splits segments and wav.scp at spaces and tabs: 'u\u00a01' and 'r\u00a01' are one id
+    # each (str.split() made the recording 'r' and the start '1'), a file name may end in U+00A0;
+    # '0\u00a0' is no time (float() took it), '\u0661' no channel (int() read 1)
+    x = rng.integers(-30000, 30000, (8000 * 2, 1)).astype(np.int16)
+    _wav(tmp_path / "r1.wav", x, 8000)
+    (tmp_path / "r1.wav").rename(tmp_path / "r1.wav\u00a0")
+    (tmp_path / "wav.scp").write_text(f"r\u00a01\t {tmp_path}/r1.wav\u00a0\n", encoding="utf-8")
+    seg = tmp_path / "segments"
+    seg.write_text("u\u00a01  r\u00a01\t0.25 0.75\r\nu2 r\u00a01 1.0\t\t1.5 \n", encoding="utf-8")
+    assert [(s.utt, s.reco, s.start, s.end, s.channel) for s in read_segments(seg)] == \
+        [("u\u00a01", "r\u00a01", 0.25, 0.75, -1), ("u2", "r\u00a01", 1.0, 1.5, -1)]
+    got = {u: d for u, d, r, c in iter_utterances(tmp_path / "wav.scp", seg)}
+    assert sorted(got) == ["u2", "u\u00a01"]
+    assert np.array_equal(got["u\u00a01"][:, 0], x[2000:6000, 0])
+    for line, msg in [("u1 r1 0\u00a0 1", "start/end times must be numbers"),
+                      ("u1 r1 0 1_0", "start/end times must be numbers"),
+                      ("u1 r1\u00a00 1", "expected at least 4 fields"),
+                      ("u1 r1 0 1 \u0661", "channel must be an integer")]:
+        seg.write_text(line + "\n", encoding="utf-8")
+        with pytest.raises(PynnetError, match="segments:1: " + msg):
+            read_segments(seg)
+
+
 def test_unreadable_recording_is_a_failure_not_a_crash(tmp_path, rng):
     x = rng.integers(-30000, 30000, (800, 1)).astype(np.int16)
     _wav(tmp_path / "ok.wav", x, 8000)

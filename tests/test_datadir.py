@@ -512,6 +512,27 @@ def test_split_scp(tmp_path):
     assert sh(UTILS / "split_scp.pl", d / "wav.scp", real=True).returncode == 1
 
 
+def test_filter_and_split_scp_keys_split_at_spaces_and_tabs_only(tmp_path):
+    # Kaldi cuts fields at spaces and tabs only: 'u\u00a01' is one key (str.split() took 'u', so
+    # every 'u ...' line passed the filter and --utt2spk looked speakers up by 'u')
+    def w(path, lines):
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    w(tmp_path / "ids", ["u\u00a01", "s\u00a02  x"])
+    scp = ["u\u00a01\t a.ark:1", "u  b.ark:2", "u\u00a03 s\u00a02"]
+    w(tmp_path / "in.scp", scp)
+    assert sh(UTILS / "filter_scp.pl", tmp_path / "ids", tmp_path / "in.scp").stdout.splitlines() == scp[:1]
+    r = sh(UTILS / "filter_scp.pl", "--exclude", tmp_path / "ids", tmp_path / "in.scp")
+    assert r.stdout.splitlines() == scp[1:]
+    r = sh(UTILS / "filter_scp.pl", "-f", 2, tmp_path / "ids", tmp_path / "in.scp")
+    assert r.stdout.splitlines() == scp[2:]
+    w(tmp_path / "utt2spk", ["u\u00a01 s\u00a01", "u\u00a02 s\u00a01", "v\u00a01 s\u00a02"])
+    w(tmp_path / "in.scp", ["u\u00a01 a", "u\u00a02\tb", "v\u00a01 c"])
+    r = sh(UTILS / "split_scp.pl", f"--utt2spk={tmp_path / 'utt2spk'}", tmp_path / "in.scp",
+           tmp_path / "o1.scp", tmp_path / "o2.scp")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "o2.scp").read_text(encoding="utf-8") == "v\u00a01 c\n"
+
+
 # --- library API ------------------------------------------------------------------------------
 
 def test_library_api(tmp_path):

@@ -387,6 +387,12 @@ def test_decode_faster_mapped_program(tmp_path):
                          f"ark:{tmp_path}/loglikes.ark", f"ark:{tmp_path}/lat.x.gz"],
                         env=env, capture_output=True, text=True, timeout=120)
     assert r5.returncode == 1 and r5.stderr.count("\n") == 1 and "graph/model mismatch" in r5.stderr
+    # '\u0661\u0668' is not 18 (int() read it so): Kaldi's integers are ASCII
+    (graph / "num_pdfs").write_text("\u0661\u0668\n", encoding="utf-8")
+    r6 = subprocess.run(["pynnet-decode-faster-mapped", str(exp / "final.mdl"), str(graph / "HCLG.fst"),
+                         f"ark:{tmp_path}/loglikes.ark", f"ark:{tmp_path}/lat.x.gz"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert r6.returncode == 1 and "num_pdfs:1: expected one integer" in r6.stderr
 
 
 def test_kaldi_text_lattice_roundtrip_and_bad_input(tmp_path):
@@ -417,6 +423,28 @@ def test_kaldi_text_lattice_roundtrip_and_bad_input(tmp_path):
         list(read_lattice_ark(str(bad)))
     with pytest.raises(PynnetError, match="no such file"):
         list(read_lattice_ark(str(tmp_path / "missing.gz")))
+
+
+def test_text_lattice_fields_split_at_spaces_and_tabs_only(tmp_path):
+    # Kaldi reads a key up to ASCII whitespace and splits lattice lines at spaces and tabs: 'u\u00a01'
+    # is one key (str.split() made it a key with trailing text); runs of spaces and tabs and CRLF
+    # still separate; '0\u00a01' is no state (it was two fields), nor is '\u0661' (int() read 1)
+    text = "0\t1\t3\t5\t1.5,2.25\n0\t2\t4\t0\t0.5,1\n1\t3\t6\t0\t0,3.5\n2\t3\t7\t6\t2,1\n3\t0.5,0\n"
+    ref = from_fst_text(text).to_kaldi_text("k")
+    spaced = "0  1 \t3 5\t1.5,2.25\r\n0 2 4 0 0.5,1\r\n1\t\t3 6 0 0,3.5\n 2 3 7 6 2,1 \n3  0.5,0\n"
+    p = tmp_path / "lat.txt"
+    p.write_text("u\u00a01 \n" + spaced + "\n" + "u2\u00a0\r\n" + text + "\r\n", encoding="utf-8")
+    got = list(read_lattice_ark(f"ark:{p}"))
+    assert [k for k, _ in got] == ["u\u00a01", "u2\u00a0"]
+    assert all(lat.to_kaldi_text("k") == ref for _, lat in got)
+    for bad in ("0\u00a01\t3\t5\t1.5,2.25", "0\t\u0661\t3\t5\t1.5,2.25", "0\t1\t3\t5\t1.5,2\u00a0",
+                "0\t1\t3\t5\t1_5,2"):
+        p.write_text("u1 \n" + bad + "\n1\t0.5,0\n\n", encoding="utf-8")
+        with pytest.raises(PynnetError, match="lat.txt:2: bad lattice line"):
+            list(read_lattice_ark(f"ark:{p}"))
+    p.write_text("u\u00a01 x\n" + text + "\n", encoding="utf-8")
+    with pytest.raises(PynnetError, match="lat.txt:1: expected a lattice after the key 'u\u00a01'"):
+        list(read_lattice_ark(f"ark:{p}"))
 
 
 def test_decode_errors(toy, tmp_path):

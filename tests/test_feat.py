@@ -310,6 +310,8 @@ def test_config_file_parsing(tmp_path):
     ("--window-type=gauss", r"mfcc\.conf:2: invalid value for --window-type: 'gauss' \(expected one of"),
     ("use-energy=false", r"mfcc\.conf:2: line does not look like an option"),
     ("--dither", r"mfcc\.conf:2: option --dither needs a value"),
+    # Kaldi trims ASCII whitespace only: the value is 'false\u00a0' (strip() made it 'false')
+    ("--use-energy=false\u00a0", r"mfcc\.conf:2: invalid value for boolean option --use-energy"),
 ])
 def test_bad_config_lines(tmp_path, line, msg):
     conf = tmp_path / "mfcc.conf"
@@ -526,6 +528,49 @@ def test_read_features_from_a_data_dir(tmp_path, capsys):
     assert list(some) == ["spk0-utt2"] and np.array_equal(some["spk0-utt2"], normed["spk0-utt2"])
     middle = dict(read_features(d, cmvn=False, splice=1))["spk1-utt1"]
     assert np.array_equal(middle[5, 13:26], raw["spk1-utt1"][5])
+
+
+def test_keys_with_non_breaking_space_through_the_feature_programs(tmp_path, capsys):
+    # A Kaldi key may hold U+00A0 (IsToken refuses ASCII spaces and control characters only) and is
+    # cut from its line at spaces and tabs only: the feature writer refused 'spk\u00a00-u0', and
+    # kaldiio's scp readers, read_features(utts=...) and feature_dim cut it at the U+00A0
+    from pynnet.bin.feat import compute_cmvn_stats, compute_mfcc_feats
+    from pynnet.feat.tables import MatrixWriter, read_matrices
+    d = tmp_path / "data"
+    d.mkdir()
+    utts = [(f"spk\u00a0{i % 2}-u\u00a0{i}", f"spk\u00a0{i % 2}", d / f"{i}.wav") for i in range(4)]
+    utts.sort(key=lambda u: u[0].encode())
+    for i, (_, _, wav) in enumerate(utts):
+        sf.write(str(wav), speechlike(4000 + 400 * i, 8000, seed=i).astype(np.int16), 8000, subtype="PCM_16")
+    w = lambda name, lines: (d / name).write_text("".join(x + "\n" for x in lines), encoding="utf-8")  # noqa: E731
+    w("wav.scp", [f"{u}\t {wav}" for u, _, wav in utts])
+    w("utt2spk", [f"{u} {s}" for u, s, _ in utts])
+    w("spk2utt", [f"{s}\t" + "  ".join(u for u, t, _ in utts if t == s) for s in ("spk\u00a00", "spk\u00a01")])
+    assert compute_mfcc_feats(["--sample-frequency=8000", f"scp:{d}/wav.scp",
+                               f"ark,scp:{tmp_path}/f.ark,{d}/feats.scp"]) == 0, capsys.readouterr().err
+    keys = [u for u, _, _ in utts]
+    scp = (d / "feats.scp").read_text(encoding="utf-8").splitlines()
+    assert [x.split(" ", 1)[0] for x in scp] == keys
+    w("feats.scp", [x.replace(" ", "\t", 1) for x in scp[:2]] + scp[2:])  # a tab separates too
+    assert [k for k, _ in read_matrices(f"scp:{d}/feats.scp")] == keys
+    assert compute_cmvn_stats([f"--spk2utt=ark:{d}/spk2utt", f"scp:{d}/feats.scp",
+                               f"ark,scp:{tmp_path}/c.ark,{d}/cmvn.scp"]) == 0, capsys.readouterr().err
+    assert "Did not find" not in capsys.readouterr().err
+    got = dict(read_features(d))
+    assert list(got) == keys and feature_dim(d) == 13
+    assert list(dict(read_features(d, utts=[keys[1]]))) == [keys[1]]
+    raw = dict(read_matrices(f"scp:{d}/feats.scp"))
+    spk = np.vstack([raw[keys[0]], raw[keys[1]]]).astype(np.float64)  # speaker 0
+    assert np.allclose(got[keys[0]], raw[keys[0]] - spk.mean(0), atol=1e-4)
+    # a warp factor is an ASCII number ('\u00a01.0' is not; float() took it)
+    w("spk2warp", ["spk\u00a00 0.9", "spk\u00a01 \u00a01.0"])
+    assert compute_mfcc_feats(["--sample-frequency=8000", f"--vtln-map=ark:{d}/spk2warp", f"--utt2spk=ark:{d}/utt2spk",
+                               f"scp:{d}/wav.scp", "ark:/dev/null"]) == 1
+    assert "spk2warp:2: VTLN warp factor: '\u00a01.0' is not a number" in capsys.readouterr().err
+    with MatrixWriter(f"ark:{tmp_path}/x.ark") as mw:
+        for bad in ("u 1", "u\t1", "u\x01", "u\x7f", ""):
+            with pytest.raises(PynnetError, match="bad key"):
+                mw.write(bad, np.zeros((1, 1)))
 
 
 def _env():

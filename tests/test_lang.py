@@ -214,6 +214,9 @@ def test_map_text_to_ids(lang, tmp_path, capsys):
     (dict(opt="SIL SPN\n"), r"optional_silence.txt:1: must contain exactly one phone"),
     (dict(extra="a q\n"), r"extra_questions.txt:1: phone 'q' is not in"),
     (dict(lexicon="<unk> 1.0 SPN\nab 1.5 a b\n", lexiconp=True), r"lexiconp.txt:2: pronunciation probability 1.5"),
+    # a field is cut at spaces and tabs only, and float() took '\u00a00.5' and '0_5'
+    (dict(lexicon="<unk> 1.0 SPN\nab \u00a00.5 a b\n", lexiconp=True), r"lexiconp.txt:2: bad pronunciation probability"),
+    (dict(lexicon="<unk> 1.0 SPN\nab 0_5 a b\n", lexiconp=True), r"lexiconp.txt:2: bad pronunciation probability"),
     (dict(lexicon="ab a b\n"), r"lexicon.txt: OOV word '<unk>' is not in the lexicon"),
 ])
 def test_bad_dict_dirs(tmp_path, capsys, kw, match):
@@ -245,6 +248,31 @@ def test_failure_keeps_old_lang_dir(lang, tmp_path, capsys):
     d = make_dict(tmp_path / "dict", lexicon="<unk> SPN\nab a x\n")
     assert prepare_lang_main([d, "<unk>", str(tmp_path / "t"), str(copy)]) == 1
     assert read(copy / "words.txt") == before
+
+
+@pytest.mark.parametrize("name,old,new,match", [
+    ("words.txt", "\nab ", "\nab \u00a0", r"words.txt:\d+: bad id '\u00a0\d+'"),
+    ("words.txt", "\nab ", "\nab\t ", None),
+    ("phones/sets.int", " ", " \u00a0", r"sets.int:1: expected integers"),
+    ("phones/sets.int", " ", " \t ", None),
+    ("phones/roots.int", "split ", "split \u0661", r"roots.int:1: expected integer phone ids"),
+    ("phones/word_boundary.int", " ", "\u00a0", r"word_boundary.int:1: expected '<phone-id> <begin"),
+])
+def test_lang_dir_fields_and_integers_as_kaldi_reads_them(lang, tmp_path, name, old, new, match):
+    # Kaldi cuts fields at spaces and tabs only and reads ASCII integers: int() took '\u00a05' and
+    # '\u0661', str.split() made '1\u00a02' two ids, int() raised on '1\u00a0begin'
+    import shutil
+    copy = tmp_path / "lang"
+    shutil.copytree(lang.dir, copy)
+    text = read(copy / name)
+    assert old in text
+    (copy / name).write_text(text.replace(old, new, 1), encoding="utf-8")
+    if match is None:
+        import dataclasses
+        assert dataclasses.replace(Lang.load(str(copy)), dir=lang.dir) == Lang.load(lang.dir)
+    else:
+        with pytest.raises(PynnetError, match=match):
+            Lang.load(str(copy))
 
 
 def test_shell_script(tmp_path):

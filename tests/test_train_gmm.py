@@ -249,3 +249,43 @@ def test_em_from_planted_alignment_keeps_it(tmp_path):
         agree = float((t.phone[ali] == truth_phone).mean())
         assert agree > 0.95, (it, agree)
     assert likes[-1] >= likes[0]
+
+
+def test_non_breaking_space_in_words_and_utterance_ids(tmp_path):
+    """Kaldi splits fields at spaces and tabs only: 'caf\u00a0e' is one word of words.txt and of the
+    transcripts (words.txt raised 'too many values to unpack'; the transcript had 'caf' and 'e'),
+    and 'spk1\u00a0u001\u00a0' one utterance id of feats.scp (kaldiio cut it at the U+00A0) and of
+    the alignments (the key's last U+00A0 was stripped)."""
+    from gmm_corpus import make_dict
+
+    from pynnet.hmm.ali_io import read_alignments
+    from pynnet.hmm.lang import prepare_lang
+    from pynnet.hmm.train import read_graphs
+
+    make_dict(str(tmp_path / "dict"))
+    with open(tmp_path / "dict" / "lexicon.txt", "a", encoding="utf-8") as f:
+        f.write("caf\u00a0e\tc a f e\n")
+    prepare_lang(str(tmp_path / "dict"), "<unk>", str(tmp_path / "lang_tmp"), str(tmp_path / "lang"))
+    data, lang = make_corpus(str(tmp_path), num_spk=2, utts_per_spk=4, seed=3)
+    new = lambda u: u.replace("-", "\u00a0") + "\u00a0"  # noqa: E731  (keeps the order and the speaker prefix)
+    d = tmp_path / "data" / "train"
+    utts = [line.split(" ", 1)[0] for line in (d / "utt2spk").read_text().splitlines()]
+    feats = dict(line.split(" ", 1) for line in (d / "feats.scp").read_text().splitlines())
+    (d / "feats.scp").write_text("".join(f"{new(u)}\t {feats[u]}\n" for u in utts), encoding="utf-8")
+    text = dict(line.split(" ", 1) for line in (d / "text").read_text().splitlines())
+    # 'cafe' and 'caf\u00a0e' are two words with one pronunciation; tabs and runs of spaces separate
+    text = {u: "\t".join("caf\u00a0e" if w == "cafe" else w for w in t.split()) + " caf\u00a0e" for u, t in text.items()}
+    (d / "text").write_text("".join(f"{new(u)}  {text[u]}\n" for u in utts), encoding="utf-8")
+    (d / "utt2spk").write_text("".join(f"{new(u)} {u.split('-')[0]}\n" for u in utts), encoding="utf-8")
+    (d / "spk2utt").write_text("".join(f"{s} {' '.join(new(u) for u in utts if u.startswith(s + '-'))}\n"
+                                       for s in ("spk1", "spk2")), encoding="utf-8")
+    words = (tmp_path / "lang" / "words.txt").read_text(encoding="utf-8")
+    assert "\ncaf\u00a0e " in words and "\ncafe " in words
+
+    sh(tmp_path, "pynnet-gmm-init-mono", f"{lang}/topo", data, "0.mdl", "tree")
+    r = sh(tmp_path, "pynnet-compile-train-graphs", "tree", "0.mdl", lang, data, "fsts.ark")
+    assert "compiled 8 graphs, 0 failed; 0 word tokens mapped to OOV" in r.stderr
+    graphs = dict(read_graphs(str(tmp_path / "fsts.ark")))
+    assert list(graphs) == [new(u) for u in utts]
+    sh(tmp_path, "pynnet-align-equal-compiled", "fsts.ark", data, "ali.1.gz")
+    assert sorted(read_alignments(str(tmp_path / "ali.1.gz"))) == sorted(graphs)

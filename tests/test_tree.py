@@ -485,6 +485,26 @@ def test_build_tree_bad_input(tmp_path, stats, data):
                    phone_to_num_pdf_classes(topo))
 
 
+def test_roots_and_sets_split_at_spaces_and_tabs_only(tmp_path):
+    # Kaldi splits these lines at spaces and tabs: '1\u00a02' is no phone id (str.split() made it
+    # 1 and 2), nor is '\u0661' (int() read it as 1)
+    from pynnet.hmm.tree import read_int_sets
+
+    p = tmp_path / "roots"
+    p.write_text("shared\tsplit  1 2\r\n\nnot-shared not-split 3\n", encoding="utf-8")
+    assert read_roots(p) == [Root([1, 2], True, True), Root([3], False, False)]
+    for bad in ("1\u00a02", "\u0661", "1_0"):
+        p.write_text(f"shared split 3\nshared split {bad}\n", encoding="utf-8")
+        with pytest.raises(PynnetError, match="roots:2: phones must be integer ids"):
+            read_roots(p)
+    q = tmp_path / "questions.int"
+    q.write_text("1\t2  3\r\n\n4\n", encoding="utf-8")
+    assert read_int_sets(q, "question") == [[1, 2, 3], [4]]
+    q.write_text("1 2\n3\u00a04\n", encoding="utf-8")
+    with pytest.raises(PynnetError, match="questions.int:2: expected integer ids in each question: '3\u00a04'"):
+        read_int_sets(q, "question")
+
+
 # ----------------------------------------------------------------------------------------------
 # convert-ali and gmm-init-model
 def test_convert_alignments_keeps_phones_states_and_lengths(data, stats):

@@ -10,7 +10,7 @@ from pynnet.bin._opts import ascii_int, parser, usage_error
 from pynnet.io import datadir as D
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
-from pynnet.io.tables import read_table_lines
+from pynnet.io.tables import read_table_lines, split_fields, split_key
 
 
 def _say(prog: str, msgs: list[str], warn: bool = False) -> None:
@@ -224,10 +224,10 @@ def _raw_lines(path: str) -> list[tuple[int, str, str]]:
                 line = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
                 fail("not valid UTF-8", path, n)
-            fields = line.split()
-            if not fields:
+            key = split_key(line)[0]
+            if not key:
                 fail("empty line", path, n)
-            out.append((n, fields[0], line))
+            out.append((n, key, line))
     return out
 
 
@@ -336,7 +336,7 @@ def filter_scp_main(argv: list[str] | None = None) -> int:
         fail("id-list and input cannot both be stdin")
     out = sys.stdout
     for n, _, line in _raw_lines(src):
-        fields = line.split()
+        fields = split_fields(line)
         if abs(field) > len(fields) or (field > 0 and field > len(fields)):
             fail(f"line has {len(fields)} fields, cannot select field {field}", pos[1] if len(pos) == 2 else "<stdin>", n)
         key = fields[field - 1] if field > 0 else fields[field]

@@ -16,6 +16,7 @@ import numpy as np
 from pynnet.bin._cli import cli, prog_name
 from pynnet.bin._opts import parser
 from pynnet.io.errors import fail
+from pynnet.io.tables import ascii_int, split_fields
 
 
 def _bool(v: str) -> bool:
@@ -165,10 +166,10 @@ def _check_graph_matches(fst_path: str, tm, model_path: str) -> None:
     f = os.path.join(os.path.dirname(os.path.abspath(fst_path)), "num_pdfs")
     if not os.path.isfile(f):
         return
-    try:
-        with open(f) as fh:
-            n = int(fh.read().split()[0])
-    except (ValueError, IndexError):
+    with open(f, encoding="utf-8", errors="replace") as fh:
+        first = split_fields(fh.readline().rstrip("\r\n"))
+    n = ascii_int(first[0]) if first else None
+    if n is None:
         fail("expected one integer", f, 1)
     if n != tm.num_pdfs:
         fail(f"graph was built for a model with {n} pdfs but {model_path} has {tm.num_pdfs} "

@@ -59,15 +59,15 @@ def _wav_scp_path(rspecifier: str) -> str:
 
 def _read_float_table(spec: str, what: str) -> dict[str, float]:
     from pynnet.feat.tables import read_rspecifier_table
-    from pynnet.io.tables import read_table_lines
+    from pynnet.io.tables import ascii_float, read_table_lines
 
     path = read_rspecifier_table(spec)
     out: dict[str, float] = {}
     for n, key, rest in read_table_lines(path, min_fields=2, max_fields=2):
-        try:
-            out[key] = float(rest)
-        except ValueError:
+        x = ascii_float(rest)
+        if x is None:
             fail(f"{what}: '{rest}' is not a number", path, n)
+        out[key] = x
     return out
 
 
@@ -214,14 +214,14 @@ def compute_fbank_feats(argv: list[str] | None = None) -> int:
 # ----------------------------------------------------------------------------------------------
 def _spk2utt(spec: str) -> dict[str, list[str]]:
     from pynnet.feat.tables import read_rspecifier_table
-    from pynnet.io.tables import read_table_lines
+    from pynnet.io.tables import read_table_lines, split_fields
 
     path = read_rspecifier_table(spec)
     out: dict[str, list[str]] = {}
     for n, spk, rest in read_table_lines(path, min_fields=2):
         if spk in out:
             fail(f"duplicate speaker '{spk}'", path, n)
-        out[spk] = rest.split()
+        out[spk] = split_fields(rest)
     return out
 
 
@@ -230,7 +230,7 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
     import kaldiio
 
     from pynnet.feat.cmvn import acc_cmvn_stats as acc_real
-    from pynnet.feat.tables import MatrixWriter, read_matrices
+    from pynnet.feat.tables import MatrixWriter, load_scp, read_matrices
 
     usage = ("Compute cepstral mean and variance normalization statistics (Kaldi compute-cmvn-stats):\n"
              "per utterance by default, or per speaker if --spk2utt is given.\n"
@@ -289,7 +289,7 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
             if "scp" not in opts and not feats_rspec.endswith(".scp"):
                 fail("--spk2utt needs the features as scp:feats.scp (random access)")
             try:
-                feats = kaldiio.load_scp(rest)
+                feats = load_scp(rest)
             except (ValueError, OSError) as e:
                 fail(f"cannot read: {e}", rest)
             for spk, utts in _spk2utt(v["spk2utt"]).items():
@@ -330,7 +330,7 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
     import kaldiio
 
     from pynnet.feat.cmvn import apply_cmvn as apply
-    from pynnet.feat.tables import MatrixWriter, _split_spec, read_matrices
+    from pynnet.feat.tables import MatrixWriter, _split_spec, load_scp, read_matrices
 
     usage = ("Apply cepstral mean and (optionally) variance normalization (Kaldi apply-cmvn)\n"
              "Per-utterance by default, or per-speaker if --utt2spk is given; or global stats.\n"
@@ -351,7 +351,7 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
     table = None
     try:
         if opts:
-            table = kaldiio.load_scp(rest) if "scp" in opts else dict(kaldiio.load_ark(rest))
+            table = load_scp(rest) if "scp" in opts else dict(kaldiio.load_ark(rest))
         else:
             global_stats = np.asarray(kaldiio.load_mat(stats_spec), dtype=np.float64)
     except (ValueError, OSError, EOFError) as e:

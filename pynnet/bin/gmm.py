@@ -30,8 +30,9 @@ def _feat_opts(p: argparse.ArgumentParser) -> None:
 def _text(data_dir: str) -> dict[str, list[str]]:
     """The data dir's transcripts: {utt: words}."""
     from pynnet.io.datadir import read_data_file
+    from pynnet.io.tables import split_fields
 
-    return {utt: words.split() for utt, words in read_data_file(data_dir, "text").items()}
+    return {utt: split_fields(words) for utt, words in read_data_file(data_dir, "text").items()}
 
 
 def _progress(total: int | None, desc: str):

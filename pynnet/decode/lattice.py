@@ -25,6 +25,7 @@ from typing import IO, Iterator, Sequence
 import numpy as np
 
 from pynnet.io.errors import fail
+from pynnet.io.tables import FIELD_SEPS, ascii_float, ascii_int, split_fields, split_key
 
 
 @dataclass
@@ -83,7 +84,7 @@ def _g(x: float) -> str:
     return "0" if s == "-0" else s
 
 
-_FINAL_LINE = re.compile(r"(?m)^[ \t]*(\d+)(?:[ \t]+([^ \t\n]+))?[ \t]*$\n?")
+_FINAL_LINE = re.compile(r"(?m)^[ \t]*(\d+)(?:[ \t]+([^ \t\n]+))?[ \t]*$\n?", re.ASCII)
 
 
 def from_fst_text(text: str, start: int | None = None, where: str = "lattice",
@@ -118,10 +119,10 @@ def _parse_fast(text: str, start: int | None) -> Lattice | None:
         return None
     fs = np.array([int(f[0]) for f in finals], np.int32)
     fw = np.array([_weight(f[1]) if f[1] else (0.0, 0.0) for f in finals], np.float64).reshape(-1, 2)
-    head = text.lstrip().split(None, 1)
+    head = split_key(text.lstrip(FIELD_SEPS + "\r\n"))[0]
     if not head:
         return None
-    first = int(head[0])
+    first = _int(head)
     ns = 1 + int(max([first] + ([int(ints[:, :2].max())] if ints.size else []) + fs.tolist()))
     ii = ints.astype(np.int64)
     return Lattice(ns, first if start is None else start, ii[:, 0].astype(np.int32), ii[:, 1].astype(np.int32),
@@ -139,33 +140,34 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
     src, dst, il, ol, gc, ac = [], [], [], [], [], []
     fs, fg, fa = [], [], []
     first = None
-    for n, line in enumerate(text.splitlines(), 1):
-        f = line.split()
+    # Kaldi's lattice reader: lines end at "\n" only, fields are split at spaces and tabs
+    for n, line in enumerate(text.split("\n"), 1):
+        f = split_fields(line.rstrip("\r"))
         if not f:
             continue
         try:
             if len(f) >= 4:
-                s, d = int(f[0]), int(f[1])
+                s, d = _int(f[0]), _int(f[1])
                 if len(f) == 5:
-                    i, o = int(f[2]), int(f[3])
+                    i, o = _int(f[2]), _int(f[3])
                     w = f[4]
                 elif len(f) == 4 and "," in f[3]:   # CompactLattice arc
-                    i = o = int(f[2])
+                    i = o = _int(f[2])
                     w = f[3]
                 else:                               # Lattice arc with weight One
-                    i, o, w = int(f[2]), int(f[3]), "0,0"
+                    i, o, w = _int(f[2]), _int(f[3]), "0,0"
                 g, a = _weight(w)
                 src.append(s); dst.append(d); il.append(i); ol.append(o); gc.append(g); ac.append(a)
             elif len(f) in (1, 2):
-                s = int(f[0])
+                s = _int(f[0])
                 g, a = _weight(f[1]) if len(f) == 2 else (0.0, 0.0)
                 fs.append(s); fg.append(g); fa.append(a)
             else:
                 raise ValueError
         except ValueError:
-            fail(f"bad lattice line '{line.strip()}'", where, first_line + n - 1)
+            fail(f"bad lattice line '{' '.join(f)}'", where, first_line + n - 1)
         if first is None:
-            first = int(f[0])
+            first = _int(f[0])
     if first is None:
         fail("empty lattice", where)
     ns = 1 + max([first] + src + dst + fs)
@@ -175,11 +177,19 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
                    np.asarray(fs, np.int32), np.asarray(fg, np.float64), np.asarray(fa, np.float64))
 
 
+def _int(x: str) -> int:
+    i = ascii_int(x)
+    if i is None:
+        raise ValueError(x)
+    return i
+
+
 def _weight(w: str) -> tuple[float, float]:
     parts = w.split(",")
-    if len(parts) < 2:
+    g, a = (ascii_float(parts[0]), ascii_float(parts[1])) if len(parts) >= 2 else (None, None)
+    if g is None or a is None:
         raise ValueError(w)
-    return float(parts[0]), float(parts[1])
+    return g, a
 
 
 def kaldi_text_entry(key: str, fst_text: str) -> str:
@@ -215,20 +225,21 @@ def read_lattice_ark(spec: str) -> Iterator[tuple[str, Lattice]]:
     """Read text lattices from ``lat.1.gz`` / ``ark:gunzip -c lat.1.gz|`` / ``ark:lat.txt``."""
     f, proc, name = _open_read(spec)
     try:
-        stream = io.TextIOWrapper(f, encoding="utf-8")
+        # lines end at "\n" only (as Kaldi reads them); "\r\n" is tolerated below
+        stream = io.TextIOWrapper(f, encoding="utf-8", newline="\n")
         key, buf, start_line = None, [], 0
         for n, line in enumerate(stream, 1):
             if key is None:
-                if not line.strip():
+                key, rest = split_key(line.rstrip("\r\n"))
+                if not key:
                     continue
-                fields = line.split()
-                if fields[0].startswith("\0B") or "\0" in line:
+                if key.startswith("\0B") or "\0" in line:
                     fail("binary lattices are not supported; write them with ark,t", name, n)
-                key, start_line = fields[0], n
-                if line.strip() != key:
+                start_line = n
+                if rest:
                     fail(f"expected a lattice after the key '{key}' on its own line", name, n)
                 continue
-            if not line.strip():
+            if not line.strip(FIELD_SEPS + "\r\n"):
                 yield key, from_fst_text("".join(buf), where=name, first_line=start_line + 1)
                 key, buf = None, []
             else:

@@ -16,8 +16,10 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from pynnet.feat.cmvn import acc_cmvn_stats, apply_cmvn, cmvn_stats
+from pynnet.feat.tables import load_scp, load_scp_sequential
 from pynnet.feat.transforms import add_deltas, delta_scales, splice_feats
 from pynnet.io.errors import fail
+from pynnet.io.tables import split_key
 
 __all__ = ["read_features", "feature_dim", "transform_features", "apply_cmvn", "cmvn_stats",
            "acc_cmvn_stats", "add_deltas", "delta_scales", "splice_feats", "FeatureComputer",
@@ -68,8 +70,6 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
     cmvn.scp (stats keyed by the speaker in utt2spk, or by the utterance itself), ``delta_order``
     deltas (Kaldi window 2) and splicing of ±``splice`` frames (edge frames replicated).
     ``utts``: only these utterances (the others are not even read)."""
-    import kaldiio
-
     _check_opts(delta_order, splice)
     data_dir = os.fspath(data_dir)
     scp = _feats_scp(data_dir)
@@ -80,7 +80,7 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
         if not os.path.exists(cmvn_scp):
             fail("no cmvn.scp (run steps/compute_cmvn_stats.sh first, or read with cmvn=False)", data_dir)
         try:
-            cmvn_stats_of = kaldiio.load_scp(cmvn_scp)
+            cmvn_stats_of = load_scp(cmvn_scp)
         except (ValueError, OSError) as e:
             fail(f"cannot read: {e}", cmvn_scp)
         from pynnet.io.datadir import read_data_file
@@ -88,7 +88,7 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
     n = 0
     want = None if utts is None else set(utts)
     try:
-        reader = kaldiio.load_scp_sequential(scp) if want is None else _read_some(scp, want)
+        reader = load_scp_sequential(scp) if want is None else _read_some(scp, want)
         for utt, mat in reader:
             n += 1
             x = np.asarray(mat, dtype=np.float32)
@@ -113,11 +113,11 @@ def read_features(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: 
 def _read_some(scp: str, want: set[str]) -> Iterator[tuple[str, np.ndarray]]:
     import kaldiio
 
-    with open(scp, encoding="utf-8") as f:
+    with open(scp, encoding="utf-8", newline="\n") as f:
         for line in f:
-            utt, _, rx = line.strip().partition(" ")
+            utt, rx = split_key(line.rstrip("\r\n"))
             if utt in want:
-                yield utt, kaldiio.load_mat(rx.strip())
+                yield utt, kaldiio.load_mat(rx)
 
 
 def feature_dim(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bool = False,
@@ -127,12 +127,12 @@ def feature_dim(data_dir: str | os.PathLike, *, cmvn: bool = True, norm_vars: bo
 
     _check_opts(delta_order, splice)
     scp = _feats_scp(os.fspath(data_dir))
-    with open(scp, encoding="utf-8") as f:
-        first = f.readline().split(None, 1)
-    if len(first) != 2:
+    with open(scp, encoding="utf-8", newline="\n") as f:
+        rx = split_key(f.readline().rstrip("\r\n"))[1]
+    if not rx:
         fail("empty or malformed feats.scp", scp, 1)
     try:
-        base = np.asarray(kaldiio.load_mat(first[1].strip())).shape[1]
+        base = np.asarray(kaldiio.load_mat(rx)).shape[1]
     except (FileNotFoundError, EOFError, ValueError) as e:
         fail(f"cannot read features: {e}", scp, 1)
     return base * (delta_order + 1) * (2 * splice + 1)

@@ -87,7 +87,8 @@ class KaldiOptions:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     fail("not valid UTF-8", path, n)
-                line = line.split("#", 1)[0].strip()
+                # Kaldi's Trim: ASCII whitespace only (a value may end in U+00A0)
+                line = line.split("#", 1)[0].strip(" \t\n\r\f\v")
                 if not line:
                     continue
                 if not line.startswith("--") or len(line) == 2:

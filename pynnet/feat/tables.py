@@ -8,6 +8,7 @@ wspecifiers: ``ark,scp:x.ark,x.scp`` (binary ark + scp with absolute-or-given ar
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -17,6 +18,46 @@ import numpy as np
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import fail
+from pynnet.io.tables import has_other_space, split_key
+
+
+def _scp_source(path: str) -> tuple[str | io.StringIO, str | None]:
+    """(what to give kaldiio's scp readers for ``path``, their ``separator``): kaldiio splits an
+    scp line at the first run of any Unicode space (str.split()), which cuts a key 'u\u00a01'
+    that Kaldi keeps whole.  A file with no space but ASCII space and tab is read as it is;
+    another one is handed over as 'key rxfilename' lines split by Kaldi's rule."""
+    if not os.path.isfile(path):
+        return path, None  # stdin, a pipe: as kaldiio reads them
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        fail("not valid UTF-8", path)
+    if not has_other_space(text):
+        return io.StringIO(text), None
+    lines = []
+    for n, line in enumerate((text[:-1] if text.endswith("\n") else text).split("\n"), 1):
+        key, rx = split_key(line.rstrip("\r"))
+        if not rx:
+            fail(f"expected 'key rxfilename', got '{line.rstrip(chr(13))}'", path, n)
+        lines.append(f"{key} {rx}\n")
+    return io.StringIO("".join(lines)), " "
+
+
+def load_scp(path: str):
+    """kaldiio.load_scp (a lazy {key: matrix}) with keys split from rxfilenames as Kaldi does."""
+    import kaldiio
+
+    src, sep = _scp_source(path)
+    return kaldiio.load_scp(src, separator=sep)
+
+
+def load_scp_sequential(path: str) -> Iterator[tuple[str, np.ndarray]]:
+    """kaldiio.load_scp_sequential with keys split from rxfilenames as Kaldi does."""
+    import kaldiio
+
+    src, sep = _scp_source(path)
+    return kaldiio.load_scp_sequential(src, separator=sep)
 
 
 def _split_spec(spec: str) -> tuple[set[str], str]:
@@ -70,8 +111,9 @@ class MatrixWriter:
         import kaldiio.matio as km
 
         assert self._ark is not None
-        if not key or any(c.isspace() for c in key):
-            fail(f"bad key '{key}' (keys must be non-empty with no whitespace)")
+        # Kaldi's IsToken: non-ASCII characters (U+00A0 too) may be part of a key
+        if not key or any(c <= " " or c == "\x7f" for c in key):
+            fail(f"bad key '{key}' (keys must be non-empty with no space or ASCII control character)")
         self._ark.write((key + " ").encode("utf-8"))
         offset = self._ark.tell() if self.scp_path is not None else 0
         if self.text:
@@ -117,7 +159,7 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
         fail("no such file", rest)
     try:
         if kind == "scp":
-            for key, mat in kaldiio.load_scp_sequential(rest):
+            for key, mat in load_scp_sequential(rest):
                 yield key, mat
         else:
             with kaldiio.ReadHelper(f"ark:{rest}") as reader:

@@ -56,7 +56,8 @@ def _parse_int32_ark(data: bytes, path: str, out: dict[str, np.ndarray]) -> bool
         sp = data.find(b" ", pos)
         if sp < 0 or data[sp + 1:sp + 4] != b"\0B\x04":
             return False
-        key = data[pos:sp].decode("utf-8", errors="replace").strip()
+        # ASCII whitespace only, as Kaldi's 'is >> key': a key may end in U+00A0
+        key = data[pos:sp].strip().decode("utf-8", errors="replace")
         count = int.from_bytes(data[sp + 4:sp + 8], "little", signed=True)
         start = sp + 8
         end = start + 5 * count

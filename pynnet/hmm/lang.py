@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from pynnet.io.atomic import atomic_path, atomic_write, make_temp_dir
 from pynnet.io.errors import PynnetError, fail
-from pynnet.io.tables import split_fields, split_lines
+from pynnet.io.tables import ascii_float, ascii_int, split_fields, split_lines
 
 POS_SUFFIXES = ("_B", "_E", "_I", "_S")
 # Words Kaldi reserves in words.txt / the LM; a lexicon must not contain them.
@@ -128,9 +128,8 @@ def read_dict_dir(dict_dir: str, position_dependent: bool = True) -> DictDir:
         if probs:
             if not rest:
                 fail(f"word '{word}' has no pronunciation probability", lex_path, n)
-            try:
-                prob = float(rest[0])
-            except ValueError:
+            prob = ascii_float(rest[0])
+            if prob is None:
                 fail(f"bad pronunciation probability '{rest[0]}' (lexiconp.txt is: word prob phones)",
                      lex_path, n)
             if not (0.0 < prob <= 1.0):
@@ -439,9 +438,8 @@ def read_symbol_table(path: str) -> tuple[dict[str, int], list[str]]:
     for n, fields in _read_lines(path):
         if len(fields) != 2:
             fail(f"expected 'symbol id', got '{' '.join(fields)}'", path, n)
-        try:
-            i = int(fields[1])
-        except ValueError:
+        i = ascii_int(fields[1])
+        if i is None:
             fail(f"bad id '{fields[1]}'", path, n)
         if i < 0:
             fail(f"negative id {i}", path, n)
@@ -459,12 +457,14 @@ def read_symbol_table(path: str) -> tuple[dict[str, int], list[str]]:
 
 
 def _read_int_rows(path: str, skip: int = 0) -> list[list[int]]:
+    """The integers of each line of ``path`` (a blank line is an empty row), after ``skip`` fields;
+    anything but ASCII integers is an error naming file:line."""
     rows = []
     for n, fields in _read_lines(path):
-        try:
-            rows.append([int(x) for x in fields[skip:]])
-        except ValueError:
+        row = [ascii_int(x) for x in fields[skip:]]
+        if None in row:
             fail(f"expected integers, got '{' '.join(fields)}'", path, n)
+        rows.append(row)
     return rows
 
 
@@ -505,10 +505,10 @@ class Lang:
         for n, fields in _read_lines(j("phones", "roots.int")):
             if len(fields) < 3 or fields[0] not in ("shared", "not-shared") or fields[1] not in ("split", "not-split"):
                 fail("expected '{shared|not-shared} {split|not-split} <phones>'", j("phones", "roots.int"), n)
-            try:
-                roots.append((fields[0] == "shared", fields[1] == "split", [int(x) for x in fields[2:]]))
-            except ValueError:
+            ids = [ascii_int(x) for x in fields[2:]]
+            if None in ids:
                 fail("expected integer phone ids", j("phones", "roots.int"), n)
+            roots.append((fields[0] == "shared", fields[1] == "split", ids))
         oov_rows = _read_lines(j("oov.txt"))
         if len(oov_rows) != 1 or len(oov_rows[0][1]) != 1:
             fail("must contain exactly one word", j("oov.txt"))
@@ -521,10 +521,10 @@ class Lang:
         wb: dict[int, str] = {}
         if os.path.exists(j("phones", "word_boundary.int")):
             for n, fields in _read_lines(j("phones", "word_boundary.int")):
-                if len(fields) != 2:
+                if len(fields) != 2 or ascii_int(fields[0]) is None:
                     fail("expected '<phone-id> <begin|end|internal|singleton|nonword>'",
                          j("phones", "word_boundary.int"), n)
-                wb[int(fields[0])] = fields[1]
+                wb[ascii_int(fields[0])] = fields[1]
         eq = _read_int_rows(j("phones", "extra_questions.int")) if os.path.exists(
             j("phones", "extra_questions.int")) else []
         lang = cls(dir=lang_dir, phones=phones, phone_names=phone_names, words=words, word_names=word_names,

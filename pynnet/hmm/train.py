@@ -12,6 +12,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from pynnet.hmm.lang import _read_int_rows, read_symbol_table
 from pynnet.io.errors import PynnetError, fail
 
 __all__ = ["parse_cmvn_opts", "gmm_features", "feature_dim", "init_mono", "monophone_tree",
@@ -231,19 +232,8 @@ def feature_dim(data_dir: str, cmvn_opts: str = "", delta_order: int = 2) -> int
 
 # --------------------------------------------------------------------------- lang helpers
 def read_int_sets(path: str) -> list[list[int]]:
-    """Integer rows of a lang file (phones/sets.int, roots.int without the first two fields...)."""
-    if not os.path.isfile(path):
-        fail("no such file", path)
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append([int(x) for x in line.split()])
-            except ValueError:
-                fail("expected integers", path, n)
-    return rows
+    """Integer rows of a lang file (phones/sets.int, disambig.int ...), blank lines skipped."""
+    return [r for r in _read_int_rows(path) if r]
 
 
 def silence_pdfs(tm, silence_phones: Iterable[int]) -> list[int]:
@@ -355,13 +345,14 @@ class GraphCompiler:
         # (scales 0); the aligner adds the current model's probabilities on every pass.
         opts = khg.TrainingGraphCompilerOptions(transition_scale=0.0, self_loop_scale=0.0)
         self.compiler = khg.TrainingGraphCompiler(tm, ctx, lex, disambig, opts)
-        self.words = {}
-        with open(os.path.join(lang_dir, "words.txt"), encoding="utf-8") as f:
-            for line in f:
-                w, i = line.split()
-                self.words[w] = int(i)
+        self.words = read_symbol_table(os.path.join(lang_dir, "words.txt"))[0]
         oov_path = os.path.join(lang_dir, "oov.int")
-        self.oov = int(open(oov_path).read().split()[0]) if os.path.exists(oov_path) else None
+        self.oov = None
+        if os.path.exists(oov_path):
+            oov = [i for r in read_int_sets(oov_path) for i in r]
+            if len(oov) != 1:
+                fail("must contain exactly one word id", oov_path)
+            self.oov = oov[0]
         self.num_oov = 0
 
     def word_ids(self, words: list[str], where: str = "") -> list[int]:

@@ -40,8 +40,10 @@ import numpy as np
 
 from pynnet.hmm.tree_io import (PDF_CLASS_KEY, ConstantEventMap, ContextDependencyTree, EventMap,
                                 SplitEventMap, TableEventMap, deep_recursion)
+from pynnet.hmm.lang import _read_lines
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.tables import ascii_int
 
 log = logging.getLogger(__name__)
 
@@ -585,27 +587,25 @@ def read_roots(path: str | os.PathLike) -> list[Root]:
         fail("no such file", path)
     roots: list[Root] = []
     seen: set[int] = set()
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) < 3 or fields[0] not in ("shared", "not-shared") or fields[1] not in ("split", "not-split"):
-                fail("expected 'shared|not-shared split|not-split <phone-id>...'", path, n)
-            try:
-                phones = sorted(int(x) for x in fields[2:])
-            except ValueError:
-                fail("phones must be integer ids (use roots.int, not roots.txt)", path, n)
-            if any(p <= 0 for p in phones):
-                fail("phone ids must be positive", path, n)
-            dup = seen.intersection(phones) or (len(set(phones)) != len(phones))
-            if dup:
-                fail(f"phone(s) listed twice: {sorted(seen.intersection(phones)) or phones}", path, n)
-            seen.update(phones)
-            shared, split = fields[0] == "shared", fields[1] == "split"
-            if split and not shared:
-                fail("'not-shared split' is not supported (Kaldi neither)", path, n)
-            roots.append(Root(phones, shared, split))
+    for n, fields in _read_lines(path):
+        if not fields:
+            continue
+        if len(fields) < 3 or fields[0] not in ("shared", "not-shared") or fields[1] not in ("split", "not-split"):
+            fail("expected 'shared|not-shared split|not-split <phone-id>...'", path, n)
+        ids = [ascii_int(x) for x in fields[2:]]
+        if None in ids:
+            fail("phones must be integer ids (use roots.int, not roots.txt)", path, n)
+        phones = sorted(ids)
+        if any(p <= 0 for p in phones):
+            fail("phone ids must be positive", path, n)
+        dup = seen.intersection(phones) or (len(set(phones)) != len(phones))
+        if dup:
+            fail(f"phone(s) listed twice: {sorted(seen.intersection(phones)) or phones}", path, n)
+        seen.update(phones)
+        shared, split = fields[0] == "shared", fields[1] == "split"
+        if split and not shared:
+            fail("'not-shared split' is not supported (Kaldi neither)", path, n)
+        roots.append(Root(phones, shared, split))
     if not roots:
         fail("no roots", path)
     return roots
@@ -617,18 +617,15 @@ def read_int_sets(path: str | os.PathLike, what: str = "phone set") -> list[list
     if not os.path.exists(path):
         fail("no such file", path)
     out: list[list[int]] = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            try:
-                s = [int(x) for x in fields]
-            except ValueError:
-                fail(f"expected integer ids in each {what}: '{line.strip()}'", path, n)
-            if len(set(s)) != len(s):
-                fail(f"{what} contains a phone twice", path, n)
-            out.append(sorted(s))
+    for n, fields in _read_lines(path):
+        if not fields:
+            continue
+        s = [ascii_int(x) for x in fields]
+        if None in s:
+            fail(f"expected integer ids in each {what}: '{' '.join(fields)}'", path, n)
+        if len(set(s)) != len(s):
+            fail(f"{what} contains a phone twice", path, n)
+        out.append(sorted(s))
     return out
 
 

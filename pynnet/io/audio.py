@@ -19,7 +19,7 @@ from typing import Iterator
 import numpy as np
 
 from pynnet.io.errors import PynnetError, fail
-from pynnet.io.tables import read_table_lines
+from pynnet.io.tables import FIELD_SEPS, ascii_float, ascii_int, read_table_lines, split_fields
 
 __all__ = ["AudioWarning", "read_sphere", "read_audio_file", "read_wav_bytes", "read_rxfilename",
            "read_wav_scp", "read_segments", "Segment", "select_channel", "iter_utterances",
@@ -313,10 +313,10 @@ def read_rxfilename(rx: str, name: str = "") -> tuple[np.ndarray, int]:
     Returns ((num_samples, channels) float32 on the int16 scale, sample rate). ``name`` (e.g.
     ``wav.scp:12``) prefixes error messages.
     """
-    rx = rx.strip()
+    rx = rx.strip(FIELD_SEPS)
     where = name or rx
     if rx.endswith("|"):
-        command = rx[:-1].strip()
+        command = rx[:-1].strip(FIELD_SEPS)
         if not command:
             fail("empty command before '|'", where)
         direct = _sph2pipe_fallback(command)
@@ -327,7 +327,7 @@ def read_rxfilename(rx: str, name: str = "") -> tuple[np.ndarray, int]:
         fail(f"reading audio from stdin is not supported: '{rx}'", where)
     if not os.path.exists(rx):
         path, colon, offset = rx.rpartition(":")
-        if colon and offset.isdigit() and os.path.exists(path):
+        if colon and offset.isascii() and offset.isdigit() and os.path.exists(path):
             import kaldiio
             try:
                 rate, arr = kaldiio.load_mat(rx)
@@ -358,7 +358,7 @@ def read_wav_scp(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
     for n, key, rest in read_table_lines(path, min_fields=2):
         if key in out:
             fail(f"duplicate recording id '{key}'", path, n)
-        if rest.endswith("|") and not rest[:-1].strip():
+        if rest.endswith("|") and not rest[:-1].strip(FIELD_SEPS):
             fail(f"empty command for '{key}'", path, n)
         out[key] = (rest, n)
     return out
@@ -369,16 +369,14 @@ def read_segments(path: str | os.PathLike) -> list[Segment]:
     segs: list[Segment] = []
     seen: set[str] = set()
     for n, utt, rest in read_table_lines(path, min_fields=4, max_fields=5):
-        f = rest.split()
-        try:
-            start, end = float(f[1]), float(f[2])
-        except ValueError:
+        f = split_fields(rest)
+        start, end = ascii_float(f[1]), ascii_float(f[2])
+        if start is None or end is None:
             fail(f"start/end times must be numbers: '{utt} {rest}'", path, n)
         channel = -1
         if len(f) == 4:
-            try:
-                channel = int(f[3])
-            except ValueError:
+            channel = ascii_int(f[3])
+            if channel is None:
                 fail(f"channel must be an integer: '{f[3]}'", path, n)
         if start < 0:
             fail(f"negative start time {start}", path, n)
