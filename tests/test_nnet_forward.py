@@ -124,6 +124,7 @@ def test_train_and_decode_end_to_end(tmp_path):
                         str(tmp_path / "graph"), test, str(tmp_path / "dnn/decode_test")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "ERROR" not in r.stderr, r.stderr
     best = open(tmp_path / "dnn/decode_test/scoring_kaldi/best_wer").read()
     wer = float(best.split()[1])
     assert wer <= 15.0, best
@@ -141,6 +142,14 @@ def test_train_and_decode_end_to_end(tmp_path):
                        timeout=600)
     assert r.returncode != 0 and "decode_broken/log/decode.1.log" in r.stderr, r.stdout + r.stderr
     assert not os.path.exists(tmp_path / "dnn/decode_broken/scoring_kaldi/best_wer")
+    # an unreadable model: decode.sh stops at reading its input pipeline, with the program's error
+    shutil.copytree(tmp_path / "dnn", tmp_path / "dnn_bad", ignore=shutil.ignore_patterns("decode_*"))
+    (tmp_path / "dnn_bad/final.nnet").write_bytes(b"not a model")
+    r = subprocess.run(["steps/nnet/decode.sh", "--nj", "1", str(tmp_path / "graph"), test,
+                        str(tmp_path / "dnn_bad/decode_test")], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode != 0 and "ERROR (pynnet-nnet-info)" in r.stderr, r.stdout + r.stderr
+    assert not os.path.exists(tmp_path / "dnn_bad/decode_test/log/decode.1.log")  # no job started
 
 
 def test_forward_model_input_dim_mismatch(setup, capsys):
