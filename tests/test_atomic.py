@@ -68,3 +68,29 @@ def test_written_modes_follow_umask(tmp_path, umask):
         assert (out / p).is_file(), p
     for p in ("data/split2", "data/split2/2", "lang", "lang/phones", "lang_test"):
         assert (out / p).is_dir(), p
+
+
+def test_mode_change_refused_is_not_an_error(tmp_path, monkeypatch):
+    """A file system that refuses chmod (vfat/exFAT without 'quiet', some FUSE mounts) keeps
+    mkstemp's / mkdtemp's mode: the write itself still succeeds, and no temp is left behind."""
+    from pynnet.io import atomic
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "chmod", refuse)
+    monkeypatch.setattr(os, "fchmod", refuse)
+    with atomic.atomic_write(tmp_path / "a.txt") as f:
+        f.write("x\n")
+    with atomic.atomic_path(tmp_path / "b.bin") as tmp:
+        with open(tmp, "wb") as f:
+            f.write(b"y")
+    fd, tmp = atomic.make_temp_file(str(tmp_path), ".c.")
+    os.close(fd)
+    d = atomic.make_temp_dir(str(tmp_path), ".d.")
+    assert (tmp_path / "a.txt").read_text() == "x\n"
+    assert (tmp_path / "b.bin").read_bytes() == b"y"
+    assert os.path.isfile(tmp) and os.path.isdir(d)
+    os.unlink(tmp)
+    os.rmdir(d)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.bin"]

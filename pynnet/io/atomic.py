@@ -27,9 +27,13 @@ _UMASK = _read_umask()
 def apply_umask(path: str | os.PathLike) -> None:
     """Give a file or directory made by ``tempfile.mkstemp`` / ``mkdtemp`` (always 0600 / 0700)
     the mode ``open()`` / ``os.mkdir()`` would have given it (0666 / 0777 less the umask read at
-    import), so that what is renamed into place is as readable as shell-redirected output."""
+    import), so that what is renamed into place is as readable as shell-redirected output.
+
+    Best effort: a file system that refuses mode changes (vfat/exFAT without ``quiet``, some
+    FUSE mounts: EPERM/ENOTSUP) keeps mkstemp's mode rather than failing the write."""
     base = 0o777 if os.path.isdir(path) else 0o666
-    os.chmod(path, base & ~_UMASK)
+    with contextlib.suppress(OSError):
+        os.chmod(path, base & ~_UMASK)
 
 
 def make_temp_dir(dir: str, prefix: str) -> str:
@@ -44,7 +48,7 @@ def make_temp_file(dir: str, prefix: str) -> tuple[int, str]:
     fd, tmp = tempfile.mkstemp(dir=dir, prefix=prefix, suffix=".tmp")
     try:
         apply_umask(tmp)
-    except BaseException:
+    except BaseException:  # KeyboardInterrupt: leave no temp behind
         os.close(fd)
         os.unlink(tmp)
         raise
