@@ -666,6 +666,17 @@ def test_vtln_map_and_filters_through_pipes(tmp_path, capsys):
     raw = got["spk0-utt0"]
     want = splice_feats(add_deltas(apply_cmvn(raw, cmvn_stats(raw), norm_vars=True)), 1)
     assert out["spk0-utt0"].shape == (raw.shape[0], 117) and np.allclose(out["spk0-utt0"], want, atol=1e-4)
+    # CMVN stats through an scp whose offset is wrong: one ERROR line naming the file, no output
+    assert compute_cmvn_stats([f"--spk2utt=ark:{d}/spk2utt", f"scp:{tmp_path}/v.scp",
+                               f"ark,scp:{tmp_path}/cmvn2.ark,{tmp_path}/cmvn2.scp"]) == 0
+    bad = tmp_path / "cmvn_bad.scp"
+    bad.write_text("".join(f"{line.split()[0]} {tmp_path}/cmvn2.ark:3\n"
+                           for line in (tmp_path / "cmvn2.scp").read_text().splitlines()))
+    r = subprocess.run(["pynnet-apply-cmvn", f"--utt2spk=ark:{d}/utt2spk", f"scp:{bad}",
+                        f"scp:{tmp_path}/v.scp", f"ark:{tmp_path}/never.ark"], env=_env(), capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert [x for x in r.stderr.splitlines() if x.startswith("ERROR")] == [r.stderr.strip().splitlines()[-1]]
+    assert str(bad) in r.stderr and not (tmp_path / "never.ark").exists()
     # --fake-stats (steps/compute_cmvn_stats.sh --fake true): stats that change nothing
     assert compute_cmvn_stats(["--fake-stats=true", f"--spk2utt=ark:{d}/spk2utt", f"scp:{tmp_path}/v.scp",
                                f"ark:{tmp_path}/fake.ark"]) == 0

@@ -354,7 +354,7 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
             table = load_scp(rest) if "scp" in opts else dict(kaldiio.load_ark(rest))
         else:
             global_stats = np.asarray(kaldiio.load_mat(stats_spec), dtype=np.float64)
-    except (ValueError, OSError, EOFError) as e:
+    except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
         fail(f"cannot read CMVN stats: {e}", rest)
     utt2spk: dict[str, str] = {}
     if v["utt2spk"]:
@@ -373,7 +373,10 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
                              "producing no output for this utterance")
                     err += 1
                     continue
-                stats = np.asarray(table[key], dtype=np.float64)
+                try:  # an scp table reads each matrix when it is looked up
+                    stats = np.asarray(table[key], dtype=np.float64)
+                except (ValueError, OSError, EOFError, AssertionError) as e:
+                    fail(f"cannot read the CMVN stats of {key}: {e}", rest)
             writer.write(utt, apply(x, stats, v["norm_vars"], norm_means=v["norm_means"], name=utt))
             done += 1
     _log(f"Applied cepstral mean{' and variance' if v['norm_vars'] else ''} normalization to "
