@@ -8,7 +8,6 @@ wspecifiers: ``ark,scp:x.ark,x.scp`` (binary ark + scp with absolute-or-given ar
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import signal
 import sys
@@ -18,30 +17,48 @@ import numpy as np
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import fail
-from pynnet.io.tables import has_other_space, split_key
+from pynnet.io.tables import split_key
 
 
-def _scp_source(path: str) -> tuple[str | io.StringIO, str | None]:
-    """(what to give kaldiio's scp readers for ``path``, their ``separator``): kaldiio splits an
-    scp line at the first run of any Unicode space (str.split()), which cuts a key 'u\u00a01'
-    that Kaldi keeps whole.  A file with no space but ASCII space and tab is read as it is;
-    another one is handed over as 'key rxfilename' lines split by Kaldi's rule."""
+class _KaldiScpLines:
+    """An scp file as kaldiio's scp readers take a text file (``with f: for line in f``), one
+    line at a time: kaldiio splits a line at the first run of any Unicode space (str.split()),
+    which cuts a key 'u\u00a01' that Kaldi keeps whole, so each line is handed over as
+    'key rxfilename' split by Kaldi's rule (give kaldiio ``separator=' '``).  Nothing is read
+    before kaldiio asks for it: memory stays kaldiio's own (a sequential reader holds one line)
+    and a bad line is an error only when it is reached, as with kaldiio alone.  Lines end at
+    '\n' only (and lose a '\r' before it), as in the other Kaldi text readers."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._f: IO[str] | None = None
+
+    def __enter__(self) -> "_KaldiScpLines":
+        self._f = open(self.path, encoding="utf-8", newline="\n")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __iter__(self) -> Iterator[str]:
+        assert self._f is not None, "use in a with block"
+        try:
+            for n, line in enumerate(self._f, 1):
+                key, rx = split_key(line.rstrip("\r\n"))
+                if not rx:
+                    fail(f"expected 'key rxfilename', got '{line.rstrip(chr(13) + chr(10))}'", self.path, n)
+                yield f"{key} {rx}\n"
+        except UnicodeDecodeError:
+            fail("not valid UTF-8", self.path)  # decoded a block at a time: no line number
+
+
+def _scp_source(path: str) -> tuple[str | _KaldiScpLines, str | None]:
+    """(what to give kaldiio's scp readers for ``path``, their ``separator``)."""
     if not os.path.isfile(path):
         return path, None  # stdin, a pipe: as kaldiio reads them
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text = f.read()
-    except UnicodeDecodeError:
-        fail("not valid UTF-8", path)
-    if not has_other_space(text):
-        return io.StringIO(text), None
-    lines = []
-    for n, line in enumerate((text[:-1] if text.endswith("\n") else text).split("\n"), 1):
-        key, rx = split_key(line.rstrip("\r"))
-        if not rx:
-            fail(f"expected 'key rxfilename', got '{line.rstrip(chr(13))}'", path, n)
-        lines.append(f"{key} {rx}\n")
-    return io.StringIO("".join(lines)), " "
+    return _KaldiScpLines(path), " "
 
 
 def load_scp(path: str):
