@@ -296,3 +296,31 @@ def test_perplexity_oovs_without_unk():
     lp = math.log10(0.625) + math.log10(0.25) + lm.logprob("</s>", ("b",))
     assert st.logprob == pytest.approx(lp)
     assert st.ppl == pytest.approx(10 ** (-lp / 3)) and st.ppl1 == pytest.approx(10 ** (-lp / 2))
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_lines_end_at_newline_only(tmp_path, gz):
+    # As Kaldi and the transcript/data-dir/lattice readers: a lone '\r' is part of a word (universal
+    # newlines ended the line there: 'u1 a\rb' was [['a'], []]); a '\r' before '\n' is dropped.
+    def write(name: str, text: str) -> str:
+        path = str(tmp_path / (name + (".gz" if gz else "")))
+        with (gzip.open(path, "wb") if gz else open(path, "wb")) as f:
+            f.write(text.encode("utf-8"))
+        return path
+
+    text = write("text", "u1 a\rb\r\nu2 c d\nu3 a\rb c\n")
+    sents = list(read_sentences(text, skip_uttid=True))
+    assert sents == [["a\rb"], ["c", "d"], ["a\rb", "c"]]
+    vocab = write("words.txt", "<eps> 0\na\rb 1\r\nc 2\nd 3\n")
+    assert read_vocab(vocab) == ["a\rb", "c", "d"]
+    lm = train_lm(sents, order=2, vocab=read_vocab(vocab), verbose=False)
+    path = str(tmp_path / ("lm.arpa" + (".gz" if gz else "")))
+    lm.write_arpa(path)
+    back = BackoffLM.read_arpa(path)
+    assert ("a\rb",) in back.probs[1] and ("a\rb", "c") in back.probs[2]
+    assert all(back.probs[k].keys() == lm.probs[k].keys() for k in (1, 2))
+    # CRLF line ends in an ARPA file
+    with (gzip.open(path, "rt", encoding="utf-8", newline="") if gz else open(path, newline="")) as f:
+        crlf = f.read().replace("\n", "\r\n")
+    from_crlf = BackoffLM.read_arpa(write("crlf.arpa", crlf))
+    assert from_crlf.probs == back.probs and from_crlf.bows == back.bows

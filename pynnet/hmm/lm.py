@@ -39,11 +39,14 @@ _LINE_SPACE = FIELD_SEPS + "\r\n"
 
 
 def _open_text(path: str):
+    """A text file (gzipped if ``.gz``) whose lines end at '\n' only, as Kaldi's and our other
+    readers of Kaldi files read them (universal newlines also end a line at a lone '\r');
+    readers strip a '\r' before the '\n'."""
     if not os.path.exists(path):
         fail("no such file", path)
     if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="\n")
+    return open(path, encoding="utf-8", newline="\n")
 
 
 def read_vocab(path: str) -> list[str]:
