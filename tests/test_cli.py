@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -129,3 +130,70 @@ def test_slurm_options_reject_non_ascii_digits():
     for k in ("--max-jobs-run", "--gpu", "--num-threads"):
         with pytest.raises(UsageError):
             sbatch_options(JobSpec("slurm.pl", "true", "x.log", opts=[(k, "²")]))
+
+
+def test_number_options_are_ascii():
+    from pynnet.bin._opts import float_opt, int_opt
+    p = parser("pynnet-x", "test", usage="%(prog)s [opts] <in>")
+    p.add_argument("--order", type=int_opt, default=3)
+    p.add_argument("--power", type=float_opt, default=0.2)
+    p.add_argument("inp")
+    a = p.parse_args(["--order", "-2", "--power=1e-3", "x"])
+    assert (a.order, a.power) == (-2, 0.001)
+    assert p.parse_args(["--order", "007", "--power", "-.5", "x"]).power == -0.5
+    # int()/float() read '\u0663' as 3, '1_000' as 1000, '\u0660.25' as 0.25
+    for v in ("\u0663", "1_000", "\u00b2", "3.0", "", "+3"):
+        with pytest.raises(PynnetError, match=rf"^argument --order: expected an integer, got '{re.escape(v)}'; "
+                                              r"usage: pynnet-x \[opts\] <in>$"):
+            p.parse_args(["--order", v, "x"])
+    for v in ("\u0660.25", "1_0", "\u00a00.5", "x"):
+        with pytest.raises(PynnetError, match=rf"^argument --power: expected a number, got '{re.escape(v)}'; "):
+            p.parse_args([f"--power={v}", "x"])
+
+
+class _Parsed(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("script,target", _programs(), ids=[s for s, _ in _programs()])
+def test_no_program_takes_numbers_with_int_or_float(script, target, monkeypatch):
+    """Every integer/real option of every program goes through int_opt / float_opt: argparse's
+    type=int / type=float take non-ASCII digits and underscores."""
+    from pynnet.bin import _opts
+    seen = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        seen.append(self)
+        raise _Parsed()
+
+    monkeypatch.setattr(_opts.Parser, "parse_known_args", parse_known_args)
+    try:
+        _main(target)(["--help"])
+    except _Parsed:
+        pass
+    bad = [(o.option_strings or o.dest, o.type.__name__) for p in seen for o in p._actions
+           if o.type in (int, float)]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("target,argv,what", [
+    ("pynnet.bin.lang:train_lm_main", ["--order", "\u0663", "text", "lm.arpa"], "--order: expected an integer"),
+    ("pynnet.bin.gmm:est_main", ["--mix-up", "1_000", "1.mdl", "1.acc", "2.mdl"], "--mix-up: expected an integer"),
+    ("pynnet.bin.gmm:est_main", ["--power", "\u0660.25", "1.mdl", "1.acc", "2.mdl"], "--power: expected a number"),
+    ("pynnet.bin.decode:lattice_best_path_grid_main", ["--min-lmwt=\u0667", "lat.1.gz", "dir"],
+     "--min-lmwt: expected an integer"),
+])
+def test_programs_reject_non_ascii_numbers(target, argv, what, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _main(target)(argv) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ERROR (") and what in err[0] and "usage:" in err[0], err
+    assert not os.listdir(tmp_path)
+
+
+def test_int_list_is_ascii():
+    from pynnet.bin._opts import int_list
+    assert int_list("1:2,3:", "--ci-phones") == [1, 2, 3]
+    for spec in ("1:\u0663", "1_0:2", "1: 2"):
+        with pytest.raises(PynnetError, match="--ci-phones: expected colon-separated integers"):
+            int_list(spec, "--ci-phones")

@@ -10,7 +10,7 @@ import sys
 
 from pynnet.bin._cli import prog_name
 from pynnet.io.errors import PynnetError, fail
-from pynnet.io.tables import ascii_int  # noqa: F401 (the programs' integers; one rule with the file readers)
+from pynnet.io.tables import ascii_float, ascii_int  # the programs' numbers; one rule with the file readers
 
 
 def kaldi_bool(v: str) -> bool:
@@ -18,6 +18,24 @@ def kaldi_bool(v: str) -> bool:
     if v not in ("true", "false"):
         raise argparse.ArgumentTypeError("expected true or false")
     return v == "true"
+
+
+def int_opt(v: str) -> int:
+    """``type=`` of an integer option: ASCII digits (``int()`` also takes '\u0663' and '1_000');
+    anything else is a one-line usage error."""
+    n = ascii_int(v)
+    if n is None:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{v}'")
+    return n
+
+
+def float_opt(v: str) -> float:
+    """``type=`` of a real option: a number written in ASCII, as Kaldi (strtod) reads it
+    (``float()`` also takes '\u0660.25' and '1_0'); anything else is a one-line usage error."""
+    x = ascii_float(v)
+    if x is None:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{v}'")
+    return x
 
 
 class Parser(argparse.ArgumentParser):
@@ -91,10 +109,10 @@ def int_list(spec: str, what: str) -> list[int]:
     """Kaldi colon-separated integer list (``--ci-phones=1:2:3``); commas are accepted too."""
     if not spec:
         return []
-    try:
-        return [int(x) for x in spec.replace(",", ":").split(":") if x != ""]
-    except ValueError:
-        raise PynnetError(f"{what}: expected colon-separated integers, got '{spec}'") from None
+    out = [ascii_int(x) for x in spec.replace(",", ":").split(":") if x != ""]
+    if None in out:
+        raise PynnetError(f"{what}: expected colon-separated integers, got '{spec}'")
+    return out
 
 
 def add_binary_opt(p: argparse.ArgumentParser, help: str | None = None) -> None:
@@ -106,8 +124,8 @@ def add_context_opts(p: argparse.ArgumentParser, checked: bool = False) -> None:
     """Phonetic context: ``--context-width`` (3: triphones) and ``--central-position`` (1).
     ``checked``: the program compares them with its tree stats (see ``check_stats_context``)."""
     note = "must match acc-tree-stats (checked)" if checked else None
-    p.add_argument("--context-width", type=int, default=3, help=note)
-    p.add_argument("--central-position", type=int, default=1, help=note)
+    p.add_argument("--context-width", type=int_opt, default=3, help=note)
+    p.add_argument("--central-position", type=int_opt, default=1, help=note)
 
 
 def check_stats_context(stats, a: argparse.Namespace, path: str) -> None:

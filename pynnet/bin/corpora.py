@@ -12,7 +12,7 @@ import json
 import sys
 
 from pynnet.bin._cli import cli, run
-from pynnet.bin._opts import parser
+from pynnet.bin._opts import float_opt, int_opt, parser
 from pynnet.io.errors import fail
 
 
@@ -53,27 +53,27 @@ def synth_corpus_main(argv: list[str] | None = None) -> int:
     p.add_argument("data_dir", help="where {train,dev,test}/, local/dict/ and local/lm/ go")
     p.add_argument("--tiny", action="store_true",
                    help="test preset: a few dozen short utterances (options below still override)")
-    p.add_argument("--seed", type=int, default=None, help=f"random seed [{d.seed}]")
-    p.add_argument("--nj", type=int, default=1, help="parallel synthesis processes")
-    p.add_argument("--train-hours", type=float, default=None, help=f"[{d.train_hours}]")
-    p.add_argument("--dev-minutes", type=float, default=None, help=f"[{d.dev_minutes}]")
-    p.add_argument("--test-minutes", type=float, default=None, help=f"[{d.test_minutes}]")
-    p.add_argument("--train-speakers", type=int, default=None, help=f"[{d.train_speakers}]")
-    p.add_argument("--dev-speakers", type=int, default=None, help=f"[{d.dev_speakers}]")
-    p.add_argument("--test-speakers", type=int, default=None, help=f"[{d.test_speakers}]")
-    p.add_argument("--lm-sentences", type=int, default=None, help=f"[{d.lm_sentences}]")
+    p.add_argument("--seed", type=int_opt, default=None, help=f"random seed [{d.seed}]")
+    p.add_argument("--nj", type=int_opt, default=1, help="parallel synthesis processes")
+    p.add_argument("--train-hours", type=float_opt, default=None, help=f"[{d.train_hours}]")
+    p.add_argument("--dev-minutes", type=float_opt, default=None, help=f"[{d.dev_minutes}]")
+    p.add_argument("--test-minutes", type=float_opt, default=None, help=f"[{d.test_minutes}]")
+    p.add_argument("--train-speakers", type=int_opt, default=None, help=f"[{d.train_speakers}]")
+    p.add_argument("--dev-speakers", type=int_opt, default=None, help=f"[{d.dev_speakers}]")
+    p.add_argument("--test-speakers", type=int_opt, default=None, help=f"[{d.test_speakers}]")
+    p.add_argument("--lm-sentences", type=int_opt, default=None, help=f"[{d.lm_sentences}]")
     g = p.add_argument_group("difficulty (ranges are MIN:MAX)")
     g.add_argument("--snr-db", type=_range, default=None, help=f"[{d.snr_db[0]:g}:{d.snr_db[1]:g}]")
     g.add_argument("--noise-weights", type=_weights, default=None,
                    help="noise type mix, e.g. white=1,pink=1,babble=2,pink+babble=1 "
                         f"[{','.join(f'{k}={v:g}' for k, v in d.noise_weights.items())}]")
-    g.add_argument("--reverb-prob", type=float, default=None, help=f"[{d.reverb_prob}]")
+    g.add_argument("--reverb-prob", type=float_opt, default=None, help=f"[{d.reverb_prob}]")
     g.add_argument("--rt60", type=_range, default=None, help=f"seconds [{d.rt60[0]:g}:{d.rt60[1]:g}]")
-    g.add_argument("--mulaw-prob", type=float, default=None, help=f"[{d.mulaw_prob}]")
+    g.add_argument("--mulaw-prob", type=float_opt, default=None, help=f"[{d.mulaw_prob}]")
     g.add_argument("--rate-wpm", type=_range, default=None,
                    help=f"speaker base rates, words/minute [{d.rate_wpm[0]:g}:{d.rate_wpm[1]:g}]")
-    g.add_argument("--rate-jitter", type=float, default=None, help=f"[{d.rate_jitter}]")
-    g.add_argument("--pitch-jitter", type=float, default=None, help=f"[{d.pitch_jitter}]")
+    g.add_argument("--rate-jitter", type=float_opt, default=None, help=f"[{d.rate_jitter}]")
+    g.add_argument("--pitch-jitter", type=float_opt, default=None, help=f"[{d.pitch_jitter}]")
     g.add_argument("--test-extra-accents", default=None, type=lambda v: tuple(x for x in v.split(",") if x),
                    help="comma-separated accents for test speakers on top of the training accents "
                         "(e.g. en-gb-scotland,en-029,en-gb-x-gbcwmd: accents never heard in training) "

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from pynnet.bin._cli import cli, prog_name
-from pynnet.bin._opts import parser
+from pynnet.bin._opts import float_opt, int_opt, parser
 from pynnet.io.errors import fail
 from pynnet.io.tables import ascii_int, split_fields
 
@@ -28,15 +28,15 @@ def _bool(v: str) -> bool:
 
 
 def _decode_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--acoustic-scale", type=float, default=0.1, help="scale on acoustic log-likelihoods (default 0.1)")
-    p.add_argument("--beam", type=float, default=16.0, help="decoding beam (default 16.0)")
-    p.add_argument("--lattice-beam", type=float, default=10.0, help="lattice generation beam (default 10.0)")
-    p.add_argument("--max-active", type=int, default=2147483647,
+    p.add_argument("--acoustic-scale", type=float_opt, default=0.1, help="scale on acoustic log-likelihoods (default 0.1)")
+    p.add_argument("--beam", type=float_opt, default=16.0, help="decoding beam (default 16.0)")
+    p.add_argument("--lattice-beam", type=float_opt, default=10.0, help="lattice generation beam (default 10.0)")
+    p.add_argument("--max-active", type=int_opt, default=2147483647,
                    help="max active states of a first best-path search; the lattice search then uses "
                         "the smallest beam (from lattice-beam+2 up) that matches its best path "
                         "(default: no limit, one lattice search with --beam)")
-    p.add_argument("--min-active", type=int, default=200, help="min active states of that search (default 200)")
-    p.add_argument("--prune-interval", type=int, default=25, help="frames between lattice pruning (default 25)")
+    p.add_argument("--min-active", type=int_opt, default=200, help="min active states of that search (default 200)")
+    p.add_argument("--prune-interval", type=int_opt, default=25, help="frames between lattice pruning (default 25)")
     p.add_argument("--allow-partial", type=_bool, default=True,
                    help="output the best partial path when no final state is reached (default true)")
     p.add_argument("--word-symbol-table", default="", help="words.txt, to log the words of each utterance")
@@ -198,7 +198,7 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
         "A data dir is read with the experiment's --cmvn-opts/--delta-order; an rspecifier "
         "(ark:/scp:) is used as it is.")
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options from the exp dir's cmvn_opts")
-    p.add_argument("--delta-order", type=int, default=2, help="from the exp dir's delta_opts (default 2)")
+    p.add_argument("--delta-order", type=int_opt, default=2, help="from the exp dir's delta_opts (default 2)")
     p.add_argument("model")
     p.add_argument("fst")
     p.add_argument("features")
@@ -288,8 +288,8 @@ def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
         desc="Best paths of lattices for every LM weight x word insertion penalty: writes "
                     "<scoring-dir>/penalty_<P>/<LMWT>.txt (as score_kaldi.sh's lattice-scale | "
                     "lattice-add-penalty | lattice-best-path | int2sym.pl, all grid points in one pass).")
-    p.add_argument("--min-lmwt", type=int, default=7)
-    p.add_argument("--max-lmwt", type=int, default=17)
+    p.add_argument("--min-lmwt", type=int_opt, default=7)
+    p.add_argument("--max-lmwt", type=int_opt, default=17)
     p.add_argument("--word-ins-penalty", default="0.0,0.5,1.0")
     p.add_argument("--word-symbol-table", default="")
     p.add_argument("lattices", nargs="+")

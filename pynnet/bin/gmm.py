@@ -16,13 +16,13 @@ import time
 import numpy as np
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import add_binary_opt, kaldi_bool, log, parser
+from pynnet.bin._opts import add_binary_opt, float_opt, int_opt, kaldi_bool, log, parser
 from pynnet.io.errors import PynnetError, fail
 
 
 def _feat_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options (default: per-speaker mean normalisation)")
-    p.add_argument("--delta-order", type=int, default=2, help="order of delta features (default 2)")
+    p.add_argument("--delta-order", type=int_opt, default=2, help="order of delta features (default 2)")
     p.add_argument("--feats-cache", default="", help="cache file (.npz) of the processed features, reused by "
                    "later passes while the data dir and options are unchanged")
 
@@ -48,7 +48,7 @@ def init_mono_main(argv: list[str] | None = None) -> int:
                "mean/variance of some features) and write the model and the monophone tree.")
     _feat_opts(p)
     p.add_argument("--shared-phones", default="", help="phones/sets.int: phones in one line share pdfs")
-    p.add_argument("--num-utts", type=int, default=200, help="utterances used for the global mean/var")
+    p.add_argument("--num-utts", type=int_opt, default=200, help="utterances used for the global mean/var")
     add_binary_opt(p)
     p.add_argument("topo")
     p.add_argument("data_dir")
@@ -228,18 +228,18 @@ def sum_accs_main(argv: list[str] | None = None) -> int:
 def est_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-gmm-est", "ML re-estimation of a GMM model (and transitions) from summed "
                "accumulators, then mixing-up.")
-    p.add_argument("--mix-up", type=int, default=0, help="increase the total number of Gaussians to this")
-    p.add_argument("--power", type=float, default=0.2, help="Gaussians per pdf ~ occupancy^power")
-    p.add_argument("--min-count", type=float, default=20.0, help="minimum frames per Gaussian when mixing up")
-    p.add_argument("--perturb-factor", type=float, default=0.01)
-    p.add_argument("--min-gaussian-occupancy", type=float, default=10.0)
-    p.add_argument("--min-gaussian-weight", type=float, default=1e-5)
-    p.add_argument("--min-variance", type=float, default=0.001)
-    p.add_argument("--transition-floor", type=float, default=0.01)
-    p.add_argument("--transition-min-count", type=float, default=5.0)
+    p.add_argument("--mix-up", type=int_opt, default=0, help="increase the total number of Gaussians to this")
+    p.add_argument("--power", type=float_opt, default=0.2, help="Gaussians per pdf ~ occupancy^power")
+    p.add_argument("--min-count", type=float_opt, default=20.0, help="minimum frames per Gaussian when mixing up")
+    p.add_argument("--perturb-factor", type=float_opt, default=0.01)
+    p.add_argument("--min-gaussian-occupancy", type=float_opt, default=10.0)
+    p.add_argument("--min-gaussian-weight", type=float_opt, default=1e-5)
+    p.add_argument("--min-variance", type=float_opt, default=0.001)
+    p.add_argument("--transition-floor", type=float_opt, default=0.01)
+    p.add_argument("--transition-min-count", type=float_opt, default=5.0)
     p.add_argument("--write-occs", default="", help="write per-pdf occupancies (Kaldi vector)")
     add_binary_opt(p)
-    p.add_argument("--seed", type=int, default=0, help="random seed of the mix-up perturbation")
+    p.add_argument("--seed", type=int_opt, default=0, help="random seed of the mix-up perturbation")
     p.add_argument("model_in")
     p.add_argument("accs", nargs="+", help="accumulator file(s); several are summed")
     p.add_argument("model_out")
@@ -279,13 +279,13 @@ def est_main(argv: list[str] | None = None) -> int:
 # --------------------------------------------------------------------------- alignment
 def _align_common(p: argparse.ArgumentParser) -> None:
     _feat_opts(p)
-    p.add_argument("--beam", type=float, default=10.0)
-    p.add_argument("--retry-beam", type=float, default=40.0)
+    p.add_argument("--beam", type=float_opt, default=10.0)
+    p.add_argument("--retry-beam", type=float_opt, default=40.0)
     p.add_argument("--careful", type=kaldi_bool, default=False)
-    p.add_argument("--acoustic-scale", type=float, default=0.1)
-    p.add_argument("--transition-scale", type=float, default=1.0)
-    p.add_argument("--self-loop-scale", type=float, default=0.1)
-    p.add_argument("--boost-silence", type=float, default=1.0, help="scale silence pdfs' likelihoods")
+    p.add_argument("--acoustic-scale", type=float_opt, default=0.1)
+    p.add_argument("--transition-scale", type=float_opt, default=1.0)
+    p.add_argument("--self-loop-scale", type=float_opt, default=0.1)
+    p.add_argument("--boost-silence", type=float_opt, default=1.0, help="scale silence pdfs' likelihoods")
     p.add_argument("--silence-phones", default="", help="colon-separated silence phone ids (for --boost-silence)")
     p.add_argument("--acc-out", default="", help="also accumulate GMM stats of the (unboosted) model along the "
                    "new alignments into this file (saves the gmm-acc-stats-ali pass)")
@@ -492,7 +492,7 @@ def ali_to_phones_main(argv: list[str] | None = None) -> int:
 def boost_silence_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-gmm-boost-silence", "Multiply the Gaussian weights of the pdfs of the given (silence) "
                "phones by --boost, scaling their likelihoods (Kaldi gmm-boost-silence).")
-    p.add_argument("--boost", type=float, default=1.5)
+    p.add_argument("--boost", type=float_opt, default=1.5)
     add_binary_opt(p)
     p.add_argument("silence_phones", help="colon-separated phone ids, e.g. $(cat lang/phones/optional_silence.csl)")
     p.add_argument("model_in")
@@ -527,11 +527,11 @@ def _read_occs(path: str) -> np.ndarray:
 def mixup_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-gmm-mixup", "Increase the number of Gaussians of a model, allocated by occupancy^power "
                "(Kaldi gmm-mixup).")
-    p.add_argument("--mix-up", type=int, required=True, help="target total number of Gaussians")
-    p.add_argument("--power", type=float, default=0.2)
-    p.add_argument("--min-count", type=float, default=20.0)
-    p.add_argument("--perturb-factor", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mix-up", type=int_opt, required=True, help="target total number of Gaussians")
+    p.add_argument("--power", type=float_opt, default=0.2)
+    p.add_argument("--min-count", type=float_opt, default=20.0)
+    p.add_argument("--perturb-factor", type=float_opt, default=0.01)
+    p.add_argument("--seed", type=int_opt, default=0)
     add_binary_opt(p)
     p.add_argument("model_in")
     p.add_argument("occs_in", help="per-pdf occupancies (gmm-est/gmm-init-model --write-occs)")

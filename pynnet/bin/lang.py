@@ -7,7 +7,7 @@ import os
 import sys
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import parser
+from pynnet.bin._opts import float_opt, int_opt, parser
 from pynnet.io.errors import PynnetError, fail
 
 
@@ -24,9 +24,9 @@ def prepare_lang_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-prepare-lang",
                "Make a Kaldi lang dir from a dict dir (utils/prepare_lang.sh).")
     p.add_argument("--position-dependent-phones", type=_bool, default=True)
-    p.add_argument("--num-sil-states", type=int, default=5)
-    p.add_argument("--num-nonsil-states", type=int, default=3)
-    p.add_argument("--sil-prob", type=float, default=0.5)
+    p.add_argument("--num-sil-states", type=int_opt, default=5)
+    p.add_argument("--num-nonsil-states", type=int_opt, default=3)
+    p.add_argument("--sil-prob", type=float_opt, default=0.5)
     p.add_argument("dict_src_dir")
     p.add_argument("oov_dict_entry")
     p.add_argument("tmp_dir")
@@ -50,12 +50,12 @@ def train_lm_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-train-lm",
                "Train a back-off n-gram LM and write it as ARPA (gzipped if out ends in .gz). "
                "Default: interpolated modified Kneser-Ney trigram.")
-    p.add_argument("--order", type=int, default=3)
+    p.add_argument("--order", type=int_opt, default=3)
     p.add_argument("--discount", choices=["kn", "wb"], default="kn",
                    help="kn: interpolated modified Kneser-Ney; wb: interpolated Witten-Bell")
     p.add_argument("--vocab", default="", help="words.txt or a word list; other words become --unk")
     p.add_argument("--unk", default=UNK, help="the OOV word (use the lang's oov.txt word)")
-    p.add_argument("--prune", type=float, default=0.0,
+    p.add_argument("--prune", type=float_opt, default=0.0,
                    help="relative-entropy pruning threshold (SRILM ngram -prune), e.g. 1e-7; 0: none")
     p.add_argument("--text-has-uttid", type=_bool, default=False,
                    help="true: the text is a Kaldi 'text' file (first field is the utterance id)")
@@ -104,8 +104,8 @@ def format_lm_main(argv: list[str] | None = None) -> int:
 @cli
 def mkgraph_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-mkgraph", "Build HCLG.fst (utils/mkgraph.sh).")
-    p.add_argument("--self-loop-scale", type=float, default=0.1)
-    p.add_argument("--transition-scale", type=float, default=1.0)
+    p.add_argument("--self-loop-scale", type=float_opt, default=0.1)
+    p.add_argument("--transition-scale", type=float_opt, default=1.0)
     p.add_argument("--remove-oov", type=_bool, default=False, help="remove the OOV word's arcs from G")
     p.add_argument("lang_test_dir")
     p.add_argument("model_dir", help="has final.mdl and tree")

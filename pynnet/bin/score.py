@@ -5,7 +5,7 @@ import os
 import sys
 
 from pynnet.bin._cli import cli, prog_name
-from pynnet.bin._opts import Parser, ascii_int, parser
+from pynnet.bin._opts import Parser, ascii_int, int_opt, parser
 from pynnet.io.errors import fail
 
 
@@ -161,8 +161,8 @@ def score_grid_main(argv: list[str] | None = None) -> int:
                 "every hypothesis file <scoring-dir>/penalty_<P>/<LMWT>.txt, in one process.",
                 "%(prog)s [--min-lmwt 7] [--max-lmwt 17] [--word-ins-penalty 0.0,0.5,1.0] "
                 "<ref-text> <scoring-dir> <decode-dir>")
-    p.add_argument("--min-lmwt", type=int, default=7)
-    p.add_argument("--max-lmwt", type=int, default=17)
+    p.add_argument("--min-lmwt", type=int_opt, default=7)
+    p.add_argument("--max-lmwt", type=int_opt, default=17)
     p.add_argument("--word-ins-penalty", default="0.0,0.5,1.0")
     p.add_argument("--mode", default="present")
     p.add_argument("ref")

@@ -14,8 +14,8 @@ import os
 import numpy as np
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import (add_binary_opt, add_context_opts, check_stats_context, int_list, kaldi_bool, log,
-                              parser, setup_logging)
+from pynnet.bin._opts import (add_binary_opt, add_context_opts, check_stats_context, float_opt, int_list, int_opt,
+                              kaldi_bool, log, parser, setup_logging)
 from pynnet.io.errors import PynnetError, fail
 
 
@@ -78,10 +78,10 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
                    "(their context is not recorded)")
     add_context_opts(p)
     p.add_argument("--phone-map", default="", help="file mapping phones (old new) before recording context")
-    p.add_argument("--var-floor", type=float, default=0.01, help="accepted for Kaldi compatibility; the "
+    p.add_argument("--var-floor", type=float_opt, default=0.01, help="accepted for Kaldi compatibility; the "
                    "variance floor is applied by build-tree/gmm-init-model")
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options when features is a data dir")
-    p.add_argument("--delta-order", type=int, default=2, help="delta order when features is a data dir")
+    p.add_argument("--delta-order", type=int_opt, default=2, help="delta order when features is a data dir")
     _stats_format_opts(p)
     p.add_argument("model")
     p.add_argument("features")
@@ -140,8 +140,8 @@ def cluster_phones_main(argv: list[str] | None = None) -> int:
     p.add_argument("--pdf-class-list", default="1", help="colon-separated pdf-classes whose stats are "
                    "pooled per phone (default 1, the middle state)")
     p.add_argument("--mode", choices=["questions", "k-means"], default="questions")
-    p.add_argument("--num-classes", type=int, default=1, help="number of classes for --mode=k-means")
-    p.add_argument("--var-floor", type=float, default=0.01)
+    p.add_argument("--num-classes", type=int_opt, default=1, help="number of classes for --mode=k-means")
+    p.add_argument("--var-floor", type=float_opt, default=0.01)
     add_context_opts(p, checked=True)
     p.add_argument("stats_in")
     p.add_argument("sets_in")
@@ -174,7 +174,7 @@ def compile_questions_main(argv: list[str] | None = None) -> int:
                "Usage: pynnet-compile-questions [options] <topo> <questions-text-file> <questions-out>")
     add_binary_opt(p)
     add_context_opts(p)
-    p.add_argument("--num-iters-refine", type=int, default=0, help="kept in the file; pynnet's build-tree "
+    p.add_argument("--num-iters-refine", type=int_opt, default=0, help="kept in the file; pynnet's build-tree "
                    "does not refine questions")
     p.add_argument("topo")
     p.add_argument("questions_in")
@@ -203,11 +203,11 @@ def build_tree_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-build-tree", "Build a phonetic decision tree (Kaldi build-tree).  Usage: "
                "pynnet-build-tree [options] <tree-stats-in> <roots-file> <questions-file> <topo-file> <tree-out>")
     add_binary_opt(p)
-    p.add_argument("--thresh", type=float, default=300.0, help="minimum log-likelihood gain of a split")
-    p.add_argument("--max-leaves", type=int, default=0, help="maximum number of leaves (0: no limit)")
-    p.add_argument("--cluster-thresh", type=float, default=-1.0, help="merge leaves whose merge costs less "
+    p.add_argument("--thresh", type=float_opt, default=300.0, help="minimum log-likelihood gain of a split")
+    p.add_argument("--max-leaves", type=int_opt, default=0, help="maximum number of leaves (0: no limit)")
+    p.add_argument("--cluster-thresh", type=float_opt, default=-1.0, help="merge leaves whose merge costs less "
                    "than this (-1: the smallest split made; 0: no clustering)")
-    p.add_argument("--var-floor", type=float, default=0.01)
+    p.add_argument("--var-floor", type=float_opt, default=0.01)
     add_context_opts(p, checked=True)
     p.add_argument("stats_in")
     p.add_argument("roots")
@@ -255,7 +255,7 @@ def gmm_init_model_main(argv: list[str] | None = None) -> int:
                "gmm-init-model).  Usage: pynnet-gmm-init-model [options] <tree-in> <tree-stats-in> "
                "<topo-file> <model-out> [<old-tree> <old-model>]")
     add_binary_opt(p)
-    p.add_argument("--var-floor", type=float, default=0.01)
+    p.add_argument("--var-floor", type=float_opt, default=0.01)
     p.add_argument("--write-occs", default="", help="write the per-pdf occupation counts (Kaldi vector) here")
     p.add_argument("tree")
     p.add_argument("stats_in")
