@@ -18,18 +18,15 @@ compress=true
 write_utt2num_frames=true
 write_utt2dur=true
 
-# steps/make_fbank.sh runs this script with these two set.
-kind=${__pynnet_feat_kind:-mfcc}
-me=${__pynnet_feat_script:-$0}
-unset __pynnet_feat_kind __pynnet_feat_script
-utils=$(dirname "$0")/../utils
-
-echo "$me $*"
-help_message="Usage: $me [options] <data-dir> [<log-dir> [<${kind}-dir>] ]
-e.g.: $me data/train
-Note: <log-dir> defaults to <data-dir>/log, and <${kind}-dir> defaults to <data-dir>/data.
+# steps/make_fbank.sh runs this script with __pynnet_feat_kind=fbank and __pynnet_feat_script set.
+# kind, me and utils are set only after the options are parsed: a variable set before that is an
+# option (make_fbank.sh --kind mfcc would compute MFCCs).
+echo "${__pynnet_feat_script:-$0} $*"
+help_message="Usage: ${__pynnet_feat_script:-$0} [options] <data-dir> [<log-dir> [<${__pynnet_feat_kind:-mfcc}-dir>] ]
+e.g.: ${__pynnet_feat_script:-$0} data/train
+Note: <log-dir> defaults to <data-dir>/log, and <${__pynnet_feat_kind:-mfcc}-dir> defaults to <data-dir>/data.
 Options:
-  --${kind}-config <config-file>                   # config passed to pynnet-compute-${kind}-feats (default conf/${kind}.conf)
+  --${__pynnet_feat_kind:-mfcc}-config <config-file>                   # config passed to pynnet-compute-${__pynnet_feat_kind:-mfcc}-feats (default conf/${__pynnet_feat_kind:-mfcc}.conf)
   --nj <nj>                                        # number of parallel jobs (default 4)
   --cmd (utils/run.pl|utils/slurm.pl <options>)    # how to run jobs (default run.pl)
   --compress <true|false>                          # compress the features (default true, as Kaldi)
@@ -37,7 +34,12 @@ Options:
   --write-utt2dur <true|false>                     # write <data-dir>/utt2dur (default true)"
 
 [ -f path.sh ] && . ./path.sh
-. "$utils/parse_options.sh" || exit 1
+. "$(dirname "$0")/../utils/parse_options.sh" || exit 1
+
+kind=${__pynnet_feat_kind:-mfcc}
+me=${__pynnet_feat_script:-$0}
+unset __pynnet_feat_kind __pynnet_feat_script
+utils=$(dirname "$0")/../utils
 
 if [ $# -lt 1 ] || [ $# -gt 3 ]; then
   printf "%s\n" "$help_message" >&2
@@ -62,12 +64,15 @@ command -v $prog >/dev/null || { echo "$me: $prog not on PATH (source path.sh)" 
 mkdir -p "$featdir" "$logdir" || exit 1
 
 # Until the new features are installed, any exit puts the old feats.scp back (its archives are
-# untouched: the jobs write raw.N.new.ark) and removes the new files.
+# untouched: the jobs write raw.N.new.ark) and removes the new files, and the temp files of
+# killed jobs' outputs (.raw_mfcc_train.1.new.ark.XXXX.tmp: pynnet programs remove their own on
+# SIGTERM, but not on SIGKILL).
 backed_up=false
 committing=false
 finish() {
   local rc=$?
-  rm -f "$raw".*.new.ark "$raw".*.new.scp "$raw".*.scp.tmp \
+  rm -f "$raw".*.new.ark "$raw".*.new.scp "$raw".*.scp.tmp "$featdir"/.raw_${kind}_${name}.*.new.*.tmp \
+        "$logdir"/.utt2num_frames.*.tmp "$logdir"/.utt2dur.*.tmp \
         "$data/feats.scp.tmp" "$data/utt2num_frames.tmp" "$data/utt2dur.tmp" 2>/dev/null
   if [ $rc -ne 0 ] && $backed_up && [ ! -e "$data/feats.scp" ]; then
     if $committing; then
@@ -79,7 +84,25 @@ finish() {
   exit $rc
 }
 trap finish EXIT
-trap 'exit 1' INT TERM HUP
+# On a signal: stop the jobs (run.pl passes SIGTERM on to them and waits for them), then exit,
+# which puts the old feats.scp back. The jobs run in the background and this shell waits for
+# them with 'wait', which a trapped signal interrupts at once: bash runs a trap only after the
+# foreground command ends, which was after all the jobs. (A background command of a
+# non-interactive shell ignores SIGINT, so every signal is forwarded as SIGTERM.)
+on_signal() {
+  trap '' INT TERM HUP
+  local pids
+  pids=$(jobs -p)
+  if [ -n "$pids" ]; then
+    kill -TERM $pids 2>/dev/null
+    wait $pids 2>/dev/null
+  fi
+  echo "$me: interrupted" >&2
+  exit $1
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
 
 if [ -f "$data/feats.scp" ]; then
   mkdir -p "$data/.backup" || exit 1
@@ -117,12 +140,14 @@ fi
 
 # A job fails only when none of its utterances got features (or on a real error).
 logs="$logdir/make_${kind}_${name}.*.log"
-if ! $cmd JOB=1:$nj "$logdir/make_${kind}_${name}.JOB.log" \
+these_logs=; for n in $(seq $nj); do these_logs="$these_logs $logdir/make_${kind}_${name}.$n.log"; done
+$cmd JOB=1:$nj "$logdir/make_${kind}_${name}.JOB.log" \
     $prog --config="$config" $vtln_opts $extra_opts --compress=$compress \
       --write-num-frames=ark,t:"$logdir/utt2num_frames.JOB" --write-utt2dur=ark,t:"$logdir/utt2dur.JOB" \
-      "$input" ark,scp:"$raw.JOB.new.ark","$raw.JOB.new.scp"; then
+      "$input" ark,scp:"$raw.JOB.new.ark","$raw.JOB.new.scp" &
+if ! wait $!; then
   echo "$me: error computing ${kind} features for $name; the errors:" >&2
-  { grep -h "^ERROR" $logs | head -10; grep -h "^WARNING" $logs | head -10; } >&2
+  { grep -h "^ERROR" $these_logs 2>/dev/null | head -10; grep -h "^WARNING" $these_logs 2>/dev/null | head -10; } >&2
   echo "$me: see $logs" >&2
   exit 1
 fi
@@ -152,14 +177,22 @@ fi
 if [ "$nf" -lt $((nu - nu / 20)) ]; then
   echo "$me: error: less than 95% of the ${kind} features were successfully generated ($nf of $nu" \
        "utterances); probably a serious error. The first warnings:" >&2
-  grep -h "^WARNING" $logs | head -10 >&2
+  grep -h "^WARNING" $these_logs 2>/dev/null | head -10 >&2
   exit 1
 fi
 
-# Install: the archives, then the scp files that point at them.
-committing=true
+# Install: the archives, then the scp files that point at them. A signal now waits until all is
+# installed (a few renames): stopping half-way would leave a data dir that is neither the old one
+# nor the new one. committing is true once an old archive may have been replaced (the old
+# feats.scp no longer reads its features).
+signalled=
+trap 'signalled=130' INT
+trap 'signalled=143' TERM
+trap 'signalled=129' HUP
 for n in $(seq $nj); do
-  mv "$raw.$n.new.ark" "$raw.$n.ark" && mv "$raw.$n.scp.tmp" "$raw.$n.scp" || exit 1
+  mv "$raw.$n.new.ark" "$raw.$n.ark" || exit 1
+  committing=true
+  mv "$raw.$n.scp.tmp" "$raw.$n.scp" || exit 1
 done
 mv "$data/feats.scp.tmp" "$data/feats.scp" || exit 1
 committing=false
@@ -171,5 +204,9 @@ frame_shift=$(sed -n 's/^--frame-shift=\([0-9.]*\).*/\1/p' "$config" | tail -1)
 awk -v s="${frame_shift:-10}" 'BEGIN { printf "%.3f\n", 0.001 * s }' > "$data/frame_shift"
 mkdir -p "$data/conf" && cp "$config" "$data/conf/${kind}.conf" || exit 1
 rm -f "$logdir"/wav_${name}.*.scp "$logdir"/segments.* "$logdir"/utt2num_frames.* "$logdir"/utt2dur.* 2>/dev/null
+if [ -n "$signalled" ]; then
+  echo "$me: interrupted after installing the new ${kind} features for $name" >&2
+  exit $signalled
+fi
 
 echo "$me: Succeeded creating $(echo $kind | tr a-z A-Z) features for $name"
