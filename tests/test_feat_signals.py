@@ -37,10 +37,11 @@ def _wait_for(pred, timeout=20.0) -> None:
         time.sleep(0.05)
 
 
-def _sleepers(tag: str) -> list[str]:
-    """Processes still running whose command line has ``tag`` (our jobs' pipe commands)."""
+def _sleepers(tag: str, only_sleep: bool = False) -> list[str]:
+    """Processes still running whose command line has ``tag`` (our jobs' pipe commands: the
+    shell running them and the sleep itself; only the sleep with ``only_sleep``)."""
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines() if tag in ln and "ps -eo" not in ln]
+    return [ln for ln in out.splitlines() if (ln.strip().startswith(tag) if only_sleep else tag in ln)]
 
 
 # -- pynnet programs -------------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def test_make_mfcc_stops_its_jobs_at_once_on_a_signal(tmp_path, sig):
     _slow_wav_scp(d, tag.split()[1])     # 20 utterances, 2 jobs: 30 s if the jobs were not stopped
     p = subprocess.Popen(f"exec {ROOT}/steps/make_mfcc.sh --nj 2 data/train exp/mfcc mfcc", shell=True,
                          cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for(lambda: len(_sleepers(tag)) == 2)
+    _wait_for(lambda: len(_sleepers(tag, only_sleep=True)) == 2)   # both jobs are reading
     time.sleep(0.5)
     t0 = time.time()
     p.send_signal(sig)
