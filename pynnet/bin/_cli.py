@@ -20,9 +20,17 @@ class Terminated(BaseException):
     BaseException, so ``except Exception`` does not stop it and ``atomic_path`` removes its temp."""
 
 
+_handler_pid = 0  # the process that installed _on_sigterm
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
     # A second SIGTERM (cleanup stuck in a slow read) ends the process at once, as it used to.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if os.getpid() != _handler_pid:
+        # a forked child (a multiprocessing worker, which its pool stops with SIGTERM) dies as
+        # before: raising there would unwind the worker's loop and leave the pool waiting on it
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     raise Terminated
 
 
@@ -35,6 +43,8 @@ def _sigterm_unwinds() -> bool:
     if threading.current_thread() is not threading.main_thread() or \
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return False
+    global _handler_pid
+    _handler_pid = os.getpid()
     signal.signal(signal.SIGTERM, _on_sigterm)
     return True
 
