@@ -65,7 +65,7 @@ mkdir -p "$featdir" "$logdir" || exit 1
 
 # Until the new features are installed, any exit puts the old feats.scp back (its archives are
 # untouched: the jobs write raw.N.new.ark) and removes the new files, and the temp files of
-# killed jobs' outputs (.raw_mfcc_train.1.new.ark.XXXX.tmp: pynnet programs remove their own on
+# killed jobs' outputs (.raw_mfcc_train.1.new.ark.<random>.tmp: pynnet programs remove their own on
 # SIGTERM, but not on SIGKILL).
 backed_up=false
 committing=false

@@ -36,7 +36,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _sigterm_unwinds() -> bool:
     """Python's default SIGTERM exits without unwinding, leaving the temp files of atomic outputs
-    behind (.x.ark.XXXX.tmp): while a program runs, SIGTERM raises Terminated instead. Only from
+    behind (.x.ark.<random>.tmp): while a program runs, SIGTERM raises Terminated instead. Only from
     the main thread (signal handlers can be set nowhere else) and only when SIGTERM has its
     default action (an ignored SIGTERM stays ignored; a program run by another keeps its handler).
     True when it installed the handler."""
