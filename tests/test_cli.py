@@ -182,12 +182,23 @@ def test_no_program_takes_numbers_with_int_or_float(script, target, monkeypatch)
     ("pynnet.bin.gmm:est_main", ["--power", "\u0660.25", "1.mdl", "1.acc", "2.mdl"], "--power: expected a number"),
     ("pynnet.bin.decode:lattice_best_path_grid_main", ["--min-lmwt=\u0667", "lat.1.gz", "dir"],
      "--min-lmwt: expected an integer"),
+    ("pynnet.bin.corpora:synth_corpus_main", ["--snr-db", "\u0665:20", "db", "data"], "--snr-db: expected MIN:MAX"),
+    ("pynnet.bin.corpora:synth_corpus_main", ["--noise-weights", "white=1_0", "db", "data"], "bad noise weight"),
 ])
 def test_programs_reject_non_ascii_numbers(target, argv, what, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert _main(target)(argv) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("ERROR (") and what in err[0] and "usage:" in err[0], err
+    assert not os.listdir(tmp_path)
+
+
+def test_word_ins_penalty_is_ascii(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    main = _main("pynnet.bin.decode:lattice_best_path_grid_main")
+    assert main(["--word-ins-penalty", "0.0,\u0661.5", "lat.1.gz", "dir"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "--word-ins-penalty: '\u0661.5' is not a number" in err[0], err
     assert not os.listdir(tmp_path)
 
 

@@ -14,14 +14,14 @@ import sys
 from pynnet.bin._cli import cli, run
 from pynnet.bin._opts import float_opt, int_opt, parser
 from pynnet.io.errors import fail
+from pynnet.io.tables import ascii_float
 
 
 def _range(text: str) -> tuple[float, float]:
     """'5:20' or '5' -> (5.0, 20.0) / (5.0, 5.0)."""
-    try:
-        parts = [float(x) for x in text.split(":")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected MIN:MAX or a number, got '{text}'") from None
+    parts = [ascii_float(x) for x in text.split(":")]
+    if None in parts:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX or a number, got '{text}'")
     if len(parts) == 1:
         parts = parts * 2
     if len(parts) != 2:
@@ -34,10 +34,10 @@ def _weights(text: str) -> dict[str, float]:
     out = {}
     for item in text.split(","):
         name, eq, w = item.partition("=")
-        try:
-            out[name.strip()] = float(w) if eq else 1.0
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"bad noise weight '{item}' (want TYPE=WEIGHT)") from None
+        weight = ascii_float(w) if eq else 1.0
+        if weight is None:
+            raise argparse.ArgumentTypeError(f"bad noise weight '{item}' (want TYPE=WEIGHT)")
+        out[name.strip()] = weight
     return out
 
 

@@ -43,13 +43,13 @@ def _decode_opts(p: argparse.ArgumentParser) -> None:
 
 
 def _read_symbols(path: str) -> dict[int, str]:
-    from pynnet.io.tables import read_table_lines
+    from pynnet.io.tables import ascii_int, read_table_lines
     out = {}
     for n, sym, rest in read_table_lines(path, min_fields=2, max_fields=2):
-        try:
-            out[int(rest)] = sym
-        except ValueError:
+        i = ascii_int(rest)
+        if i is None:
             fail(f"expected 'symbol integer', got '{sym} {rest}'", path, n)
+        out[i] = sym
     return out
 
 
@@ -266,10 +266,9 @@ def decode_faster_mapped_main(argv: list[str] | None = None) -> int:
 
 def _penalties(s: str) -> list[str]:
     out = []
-    for x in s.replace(",", " ").split():
-        try:
-            float(x)
-        except ValueError:
+    from pynnet.io.tables import ascii_float, split_fields
+    for x in split_fields(s.replace(",", " ")):
+        if ascii_float(x) is None:
             fail(f"--word-ins-penalty: '{x}' is not a number")
         out.append(x)
     if not out:
