@@ -63,6 +63,35 @@ def test_train_end_to_end_outputs(corpus, capsys):
     assert "already finished" in capsys.readouterr().err
 
 
+def test_rerun_writes_final_nnet_when_the_finished_run_could_not(corpus, capsys, monkeypatch):
+    # the last checkpoint says done, then writing final.nnet failed (disk full, killed): a rerun
+    # must write it, not just say 'already finished'
+    import pynnet.nnet.train as train_mod
+
+    root, data, ali = corpus
+    exp = root / "exp_final_failed"
+    args = [*SMALL, "--max-epochs", "1", data, ali, str(exp)]
+
+    real_save = train_mod.save_model
+
+    def cannot_write(path, *a, **k):
+        if os.path.basename(path) == "final.nnet":
+            raise PermissionError(13, "Permission denied", path)
+        return real_save(path, *a, **k)
+
+    monkeypatch.setattr(train_mod, "save_model", cannot_write)
+    assert train_main(args) == 1
+    assert not (exp / "final.nnet").exists() and _weights(exp / "checkpoint.pt")["state"]["done"]
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert train_main(args) == 0
+    assert "already finished" in capsys.readouterr().err
+    final = _weights(exp / "final.nnet")
+    best = _weights(exp / "nnet" / "best.pt")
+    for k, v in best["model"].items():
+        assert torch.equal(final["state_dict"][k], v), k
+
+
 def test_kill9_mid_epoch_then_resume_is_bit_exact(corpus):
     root, data, ali = corpus
     args = [*SMALL, "--max-epochs", "2", "--optimizer", "ngsgd", data, ali]

@@ -283,6 +283,9 @@ class Trainer:
             st = self.st
             if st.get("done"):
                 log(f"{self.dir}: training already finished")
+                # stopped (or failed: disk full) after the last checkpoint but before final.nnet
+                if not os.path.exists(os.path.join(self.dir, "final.nnet")):
+                    self._write_final()
                 return st
             log(f"{self.dir}: resuming from {self.ckpt_path}: epoch {st['epoch']}, "
                 f"chunk {st['chunk']}, minibatch {st['batch']}")
