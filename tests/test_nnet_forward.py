@@ -12,6 +12,7 @@ from pynnet.bin.nnet import forward_main
 from pynnet.nnet.data import FeatureReader
 from pynnet.nnet.model import Dnn, save_model
 from pynnet.nnet.toy import make_toy_corpus
+from test_nnet_pipeline import _damaged_cmvn_scps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -79,6 +80,19 @@ def test_forward_errors(setup, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "--device must be cpu or cuda[:N], not 'gpu'" in err and len(err.strip().splitlines()) == 1
     assert not (root / "x.ark").exists()
+
+
+def test_forward_damaged_cmvn_stats_are_one_line_errors(setup, tmp_path, capsys):
+    root, data, m = setup
+    _, scps = _damaged_cmvn_scps(data, str(tmp_path))
+    for name, (scp, msg) in scps.items():
+        out = tmp_path / f"{name}.out.ark"
+        rc = forward_main(["--utt2spk", f"{data}/utt2spk", "--cmvn-scp", scp, str(root / "final.nnet"),
+                           f"scp:{data}/feats.scp", f"ark:{out}"])
+        err = capsys.readouterr().err
+        # (zero counts gave NaN outputs; a vector, a cut ark: tracebacks)
+        assert rc == 1 and f"{scp}:2: " in err and msg in err and len(err.strip().splitlines()) == 1, (name, err)
+        assert not out.exists(), name
 
 
 def test_steps_pretrain_train_and_forward(tmp_path):

@@ -246,6 +246,49 @@ def test_missing_cmvn_is_an_error(tmp_path):
         D.load_frame_sets(data, ali, apply_cmvn=True, delta_order=0, cv_percent=10, seed=0)
 
 
+def _damaged_cmvn_scps(data, out):
+    """cmvn.scp variants whose second speaker's stats are damaged: {name: (scp path, message)}."""
+    import kaldiio
+    good = dict(kaldiio.load_scp(f"{data}/cmvn.scp"))
+    spks = sorted(good)
+    raw = open(f"{data}/cmvn.ark", "rb").read()
+    zero = good[spks[1]].copy()
+    zero[0, -1] = 0.0
+    bad = {"vector": good[spks[1]][0], "zero_count": zero}
+    scps = {}
+    for name, m in bad.items():
+        kaldiio.save_ark(f"{out}/{name}.ark", {s: (m if s == spks[1] else good[s]) for s in spks},
+                         scp=f"{out}/{name}.scp")
+        scps[name] = (f"{out}/{name}.scp", "not Kaldi CMVN stats")
+    # an ark cut inside the second speaker's matrix
+    with open(f"{data}/cmvn.scp") as f:
+        lines = f.read().splitlines()
+    cut = int(lines[1].rsplit(":", 1)[1]) + 20
+    open(f"{out}/trunc.ark", "wb").write(raw[:cut])
+    with open(f"{out}/trunc.scp", "w") as f:
+        f.writelines(f"{ln.split()[0]} {out}/trunc.ark:{ln.rsplit(':', 1)[1]}\n" for ln in lines)
+    scps["truncated"] = (f"{out}/trunc.scp", "cannot read the CMVN stats of speaker")
+    # an offset that does not point at a matrix
+    with open(f"{out}/offset.scp", "w") as f:
+        f.writelines(f"{ln.rsplit(':', 1)[0]}:{int(ln.rsplit(':', 1)[1]) + (2 if i == 1 else 0)}\n"
+                     for i, ln in enumerate(lines))
+    scps["offset"] = (f"{out}/offset.scp", "cannot read the CMVN stats of speaker")
+    return spks[1], scps
+
+
+def test_damaged_cmvn_stats_are_one_line_errors(tmp_path):
+    import shutil
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=8)
+    spk, scps = _damaged_cmvn_scps(data, str(tmp_path))
+    utt = next(u for u in sorted(open(f"{data}/feats.scp").read().split()[::2]) if u.startswith(spk))
+    for name, (scp, msg) in scps.items():
+        shutil.copy(scp, f"{data}/cmvn.scp")
+        reader = D.FeatureReader(data, apply_cmvn=True)
+        with pytest.raises(PynnetError, match=msg) as e:
+            reader.read(utt)
+        assert "cmvn.scp:2: " in str(e.value) and "\n" not in str(e.value), name
+
+
 def test_alignments_are_read_one_file_at_a_time(tmp_path):
     from pynnet.hmm.ali_io import read_alignments, read_alignments_by_file, write_alignments
     _, ali = make_toy_corpus(str(tmp_path), num_utts=8)

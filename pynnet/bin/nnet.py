@@ -145,12 +145,11 @@ def rbm_main(argv: list[str] | None = None) -> int:
 
 @cli
 def forward_main(argv: list[str] | None = None) -> int:
-    import kaldiio
     import numpy as np
     import torch
 
     from pynnet.feat.tables import MatrixWriter, read_matrices
-    from pynnet.nnet.data import add_deltas
+    from pynnet.nnet.data import add_deltas, read_cmvn_scp, speaker_mean
     from pynnet.nnet.model import load_model
 
     p = _parser("pynnet-nnet-forward", "Forward features through a DNN (Kaldi nnet-forward): "
@@ -180,7 +179,7 @@ def forward_main(argv: list[str] | None = None) -> int:
             fail("the model was trained with per-speaker CMVN: give --utt2spk and --cmvn-scp", a.model)
         from pynnet.io.tables import read_table_lines
         spk_of = {k: v for _, k, v in read_table_lines(a.utt2spk)}
-        cmvn_of = {k: v for _, k, v in read_table_lines(a.cmvn_scp)}
+        cmvn_of = read_cmvn_scp(a.cmvn_scp)
     in_dim = model.arch["input_dim"]
     n = 0
     # the output file appears only when every utterance went through (MatrixWriter renames);
@@ -195,13 +194,7 @@ def forward_main(argv: list[str] | None = None) -> int:
                 if spk is None:
                     fail(f"utterance '{utt}' not in utt2spk", a.utt2spk)
                 if spk not in mean_cache:
-                    if spk not in cmvn_of:
-                        fail(f"no CMVN stats for speaker '{spk}'", a.cmvn_scp)
-                    try:
-                        st = np.asarray(kaldiio.load_mat(cmvn_of[spk]), dtype=np.float64)
-                    except (OSError, ValueError, EOFError) as e:
-                        fail(f"cannot read the CMVN stats of speaker '{spk}': {e}", a.cmvn_scp)
-                    mean_cache[spk] = st[0, :-1] / st[0, -1]
+                    mean_cache[spk] = speaker_mean(cmvn_of, spk, a.cmvn_scp)
                 if mean_cache[spk].shape[0] != m.shape[1]:
                     fail(f"utterance '{utt}': feature dim {m.shape[1]} != CMVN stats dim {mean_cache[spk].shape[0]}",
                          a.feats_rspecifier)

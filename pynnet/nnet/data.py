@@ -78,6 +78,28 @@ def add_deltas(feats: np.ndarray, order: int, window: int = 2) -> np.ndarray:
     return np.concatenate(out, axis=1)
 
 
+def read_cmvn_scp(path: str) -> dict[str, tuple[str, int]]:
+    """cmvn.scp -> {speaker: (rxfilename, line)} for ``speaker_mean``."""
+    return {k: (v, n) for n, k, v in read_table_lines(path)}
+
+
+def speaker_mean(cmvn: dict[str, tuple[str, int]], spk: str, path: str) -> np.ndarray:
+    """The mean of a speaker's Kaldi CMVN stats (``apply-cmvn --norm-vars=false``); unreadable or
+    malformed stats are a one-line error naming the scp ``path`` and line."""
+    import kaldiio
+
+    if spk not in cmvn:
+        fail(f"no CMVN stats for speaker '{spk}'", path)
+    rx, line = cmvn[spk]
+    try:
+        st = np.asarray(kaldiio.load_mat(rx), dtype=np.float64)
+    except Exception as e:  # noqa: BLE001 - kaldiio raises anything from struct.error to AssertionError
+        fail(f"cannot read the CMVN stats of speaker '{spk}': {type(e).__name__}: {e}", path, line)
+    if st.ndim != 2 or st.shape[0] != 2 or not st[0, -1] > 0:
+        fail(f"speaker '{spk}': not Kaldi CMVN stats (2 x dim+1 with a positive count)", path, line)
+    return st[0, :-1] / st[0, -1]
+
+
 class FeatureReader:
     """Reads one utterance's base features (lazily, from feats.scp) with the input pipeline applied."""
 
@@ -93,13 +115,13 @@ class FeatureReader:
             self.line[key] = n
         self.apply_cmvn, self.delta_order = apply_cmvn, delta_order
         self.utt2spk: dict[str, str] = {}
-        self.cmvn: dict[str, str] = {}
+        self.cmvn: dict[str, tuple[str, int]] = {}
         if apply_cmvn:
             for f in ("utt2spk", "cmvn.scp"):
                 if not os.path.exists(os.path.join(data_dir, f)):
                     fail("needed for --apply-cmvn true (per-speaker mean normalisation)", os.path.join(data_dir, f))
             self.utt2spk = {k: v for _, k, v in read_table_lines(os.path.join(data_dir, "utt2spk"))}
-            self.cmvn = {k: v for _, k, v in read_table_lines(os.path.join(data_dir, "cmvn.scp"))}
+            self.cmvn = read_cmvn_scp(os.path.join(data_dir, "cmvn.scp"))
         self._kaldiio = kaldiio
         self._cmvn_cache: dict[str, np.ndarray] = {}
         self.dim: int | None = None
@@ -109,13 +131,7 @@ class FeatureReader:
         if spk is None:
             fail(f"utterance '{utt}' not in utt2spk", os.path.join(self.data_dir, "utt2spk"))
         if spk not in self._cmvn_cache:
-            if spk not in self.cmvn:
-                fail(f"no CMVN stats for speaker '{spk}'", os.path.join(self.data_dir, "cmvn.scp"))
-            st = np.asarray(self._kaldiio.load_mat(self.cmvn[spk]), dtype=np.float64)
-            if st.ndim != 2 or st.shape[0] != 2 or st[0, -1] <= 0:
-                fail(f"speaker '{spk}': not Kaldi CMVN stats (2 x dim+1 with a positive count)",
-                     os.path.join(self.data_dir, "cmvn.scp"))
-            self._cmvn_cache[spk] = st[0, :-1] / st[0, -1]
+            self._cmvn_cache[spk] = speaker_mean(self.cmvn, spk, os.path.join(self.data_dir, "cmvn.scp"))
         return self._cmvn_cache[spk]
 
     def read(self, utt: str) -> np.ndarray:
