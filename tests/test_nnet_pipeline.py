@@ -230,6 +230,27 @@ def test_length_mismatch_is_skipped_with_a_message(sets, capsys):
     assert torch.equal(ch.y[:tr.frames[tr.utts[0]]], torch.from_numpy(tr.targets[tr.utts[0]].astype(np.int64)))
 
 
+def test_non_finite_features_are_skipped_with_a_message(tmp_path, capsys):
+    import kaldiio
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=12)
+    feats = dict(kaldiio.load_scp(f"{data}/feats.scp"))
+    bad = sorted(feats)[:2]
+    for u, v in zip(bad, (np.nan, np.inf)):
+        m = feats[u].copy()
+        m[3, 2] = v
+        feats[u] = m
+    kaldiio.save_ark(f"{data}/feats2.ark", {u: feats[u] for u in sorted(feats)}, scp=f"{data}/feats.scp")
+    tr, cv, _ = D.load_frame_sets(data, ali, apply_cmvn=False, delta_order=0, cv_percent=10, seed=0)
+    fs = D.FrameSet(tr.reader, tr.targets, sorted(tr.utts + cv.utts), tr.frames)
+    mean, std = D.global_cmvn(fs, progress=False)
+    assert np.isfinite(mean).all() and np.isfinite(std).all()
+    ch = D.load_chunk(fs, fs.utts, FeatureTransform(6, 1), 0, None)
+    assert torch.isfinite(ch.x).all() and len(ch.y) == sum(fs.frames[u] for u in fs.utts if u not in bad)
+    err = capsys.readouterr().err
+    for u in bad:
+        assert f"WARNING: utterance '{u}': NaN or inf in its features; skipping" in err
+
+
 def test_feature_dim_not_matching_the_model_is_an_error(sets):
     _, _, tr, _, _ = sets
     u = tr.utts[0]

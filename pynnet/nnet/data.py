@@ -205,11 +205,16 @@ def load_frame_sets(data_dir: str, ali_dir: str, *, apply_cmvn: bool, delta_orde
 
 
 def read_example(fs: FrameSet, utt: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """Base features and targets of one utterance, or None (with a message) if lengths differ."""
+    """Base features and targets of one utterance, or None (with a message) if lengths differ or
+    the features hold NaN/inf (one such frame would make the global CMVN, and with it every
+    minibatch, NaN: training would only halve the learning rate until it gave up)."""
     m = fs.reader.read(utt)
     t = fs.targets[utt]
     if m.shape[0] != len(t):
         log(f"WARNING: utterance '{utt}': {m.shape[0]} feature frames but {len(t)} alignment frames; skipping")
+        return None
+    if not np.isfinite(m).all():
+        log(f"WARNING: utterance '{utt}': NaN or inf in its features; skipping")
         return None
     return m, t
 
