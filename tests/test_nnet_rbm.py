@@ -155,6 +155,27 @@ def test_device_option_errors_are_one_line(corpus, capsys):
     assert not (root / "dbn_bad" / "final.dbn").exists()
 
 
+def test_utt2num_frames_bad_value_and_stale_count(tmp_path, capsys):
+    data, _ = make_toy_corpus(str(tmp_path), num_utts=8)
+    lines = open(f"{data}/utt2num_frames").read().splitlines()
+    u1, n1 = lines[1].split()
+    opts = ["--nn-depth", "1", "--hid-dim", "8", "--splice", "1", data]
+    # a bad value: one line naming the file and line (was int()'s traceback)
+    with open(f"{data}/utt2num_frames", "w") as f:
+        f.write("\n".join([lines[0], f"{u1} {n1}x", *lines[2:]]) + "\n")
+    assert rbm_main([*opts, str(tmp_path / "dbn1")]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "utt2num_frames:2" in err, err
+    assert not (tmp_path / "dbn1" / "final.dbn").exists()
+    # a stale count: the utterance is skipped, and the message names utt2num_frames (not alignments)
+    with open(f"{data}/utt2num_frames", "w") as f:
+        f.write("\n".join([lines[0], f"{u1} 5", *lines[2:]]) + "\n")
+    assert rbm_main([*opts, str(tmp_path / "dbn2")]) == 0
+    err = capsys.readouterr().err
+    assert f"WARNING: utterance '{u1}': {n1} feature frames but 5 utt2num_frames frames; skipping" in err
+    assert "alignment" not in err
+
+
 # ---------------------------------------------------------------- resume only with the same options
 BASE = ["--hid-dim", "8", "--rbm-iter", "1", "--splice", "1", "--buffer-frames", "500", "--apply-cmvn", "true"]
 

@@ -166,6 +166,7 @@ class FrameSet:
     targets: dict[str, np.ndarray]
     utts: list[str]
     frames: dict[str, int] = field(default_factory=dict)
+    lengths_from: str = "alignment"   # what ``targets`` lengths come from (for messages)
 
     @property
     def num_frames(self) -> int:
@@ -211,7 +212,7 @@ def read_example(fs: FrameSet, utt: str) -> tuple[np.ndarray, np.ndarray] | None
     m = fs.reader.read(utt)
     t = fs.targets[utt]
     if m.shape[0] != len(t):
-        log(f"WARNING: utterance '{utt}': {m.shape[0]} feature frames but {len(t)} alignment frames; skipping")
+        log(f"WARNING: utterance '{utt}': {m.shape[0]} feature frames but {len(t)} {fs.lengths_from} frames; skipping")
         return None
     if not np.isfinite(m).all():
         log(f"WARNING: utterance '{utt}': NaN or inf in its features; skipping")

@@ -151,18 +151,17 @@ def visible_bias_from_outputs(batches, dim: int, max_frames: int = 50000) -> tor
 
 def _frame_set(data_dir: str, apply_cmvn: bool, delta_order: int) -> FrameSet:
     reader = FeatureReader(data_dir, apply_cmvn, delta_order)
-    n_file = os.path.join(data_dir, "utt2num_frames")
+    from pynnet.io.datadir import read_data_file
+
     utts = sorted(reader.scp, key=lambda u: u.encode())
-    frames: dict[str, int] = {}
-    if os.path.exists(n_file):
-        from pynnet.io.tables import read_table
-        t = read_table(n_file)
-        frames = {u: int(t[u]) for u in utts if u in t}
+    # (values checked there: a bad one is a file:line error, not int()'s traceback)
+    t = read_data_file(data_dir, "utt2num_frames", required=False, prog="pynnet-rbm-train") or {}
+    frames = {u: int(t[u]) for u in utts if u in t}
     for u in utts:
         if u not in frames:
             frames[u] = reader.read(u).shape[0]
     targets = {u: np.zeros(frames[u], np.int32) for u in utts}
-    return FrameSet(reader, targets, utts, frames)
+    return FrameSet(reader, targets, utts, frames, lengths_from="utt2num_frames")
 
 
 def _resume_record(data_dir: str, fs: FrameSet, in_dim: int, context: int, hid_dim: int,
