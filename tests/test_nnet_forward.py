@@ -95,6 +95,21 @@ def test_forward_damaged_cmvn_stats_are_one_line_errors(setup, tmp_path, capsys)
         assert not out.exists(), name
 
 
+def test_forward_non_finite_features_are_an_error(setup, tmp_path, capsys):
+    root, data, m = setup
+    feats = dict(kaldiio.load_scp(f"{data}/feats.scp"))
+    u = sorted(feats)[1]
+    feats[u] = feats[u].copy()
+    feats[u][2, 1] = np.inf
+    kaldiio.save_ark(str(tmp_path / "f.ark"), feats, scp=str(tmp_path / "f.scp"))
+    out = tmp_path / "out.ark"
+    rc = forward_main(["--utt2spk", f"{data}/utt2spk", "--cmvn-scp", f"{data}/cmvn.scp", str(root / "final.nnet"),
+                       f"scp:{tmp_path}/f.scp", f"ark:{out}"])
+    err = capsys.readouterr().err
+    assert rc == 1 and f"NaN or inf in the features of utterance '{u}'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_steps_pretrain_train_and_forward(tmp_path):
     """steps/nnet/pretrain_dbn.sh -> steps/nnet/train.sh --dbn -> pynnet-nnet-forward, as a recipe runs them."""
     data, ali = make_toy_corpus(str(tmp_path), num_utts=30)

@@ -189,6 +189,8 @@ def forward_main(argv: list[str] | None = None) -> int:
             m = np.asarray(m, dtype=np.float32)
             if not m.flags.writeable:   # (kaldiio may hand out read-only arrays; torch warns on them)
                 m = m.copy()
+            if not np.isfinite(m).all():   # (Kaldi's nnet-forward refuses them too)
+                fail(f"NaN or inf in the features of utterance '{utt}'", a.feats_rspecifier)
             if pipe.get("apply_cmvn"):
                 spk = spk_of.get(utt)
                 if spk is None:
