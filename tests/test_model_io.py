@@ -14,7 +14,7 @@ import kaldi_hmm_gmm as khg  # noqa: I001  (before kaldifst)
 from pynnet.hmm.ali_io import (TransitionTables, read_alignments, split_to_phones, tids_to_pdfs,
                                tids_to_phones, write_alignments, phone_lengths)
 from pynnet.hmm.gmm import AmGmm
-from pynnet.hmm.model_io import model_to_bytes, read_model, read_model_bytes, write_model
+from pynnet.hmm.model_io import model_to_bytes, read_model, read_model_bytes, read_transition_model, write_model
 from pynnet.io.errors import PynnetError
 
 TOPO = """<Topology>
@@ -214,6 +214,30 @@ def test_derived_tables_match_kaldi_hmm_gmm():
     s1, s2 = tm.__getstate__(), tm2.__getstate__()
     assert s1[2:6] == s2[2:6]
     np.testing.assert_allclose(s1[7], s2[7], rtol=1e-6)
+
+
+def nnet_style_model(tm, am, binary: bool) -> bytes:
+    """A final.mdl as Kaldi's nnet2/nnet3/chain write it: the TransitionModel, then the network."""
+    head = model_to_bytes(tm, am, binary=binary).split(b"<DIMENSION>")[0]
+    return head + (b"<Nnet3> \ninput-node name=input dim=40\n" if not binary
+                   else b"<Nnet3> \x04\x00\x00\x00garbage for a GMM reader")
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_transition_model_of_an_nnet_final_mdl(tmp_path, binary):
+    tm, am = make_model()
+    path = tmp_path / "final.mdl"
+    path.write_bytes(nnet_style_model(tm, am, binary))
+    got = read_transition_model(path)
+    assert got.__getstate__()[2:6] == tm.__getstate__()[2:6]
+    np.testing.assert_allclose(got.log_probs, tm.log_probs, rtol=1e-6)
+    with pytest.raises(PynnetError, match=f"{path}.*<DIMENSION>"):
+        read_model(path)          # the GMM reader says what it expected, naming the file
+    # a GMM final.mdl gives the same transition model
+    write_model(tmp_path / "gmm.mdl", tm, am, binary=binary)
+    assert read_transition_model(tmp_path / "gmm.mdl").__getstate__()[2:6] == tm.__getstate__()[2:6]
+    with pytest.raises(PynnetError, match="no such model file"):
+        read_transition_model(tmp_path / "missing.mdl")
 
 
 @pytest.mark.parametrize("cut", [1, 10, 200, -30, -3])

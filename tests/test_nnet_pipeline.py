@@ -333,3 +333,19 @@ def test_alignments_are_read_one_file_at_a_time(tmp_path):
         D.read_pdf_alignments(str(split))
     with pytest.raises(PynnetError, match="ali.2.gz: duplicate utterance"):
         read_alignments(str(split))
+
+
+def test_alignments_of_a_kaldi_nnet_system(tmp_path):
+    """ali.*.gz with the final.mdl of a Kaldi nnet2/nnet3/chain dir (the TransitionModel followed
+    by the network): only the transition model is read, as Kaldi's ali-to-pdf does."""
+    import shutil
+    from pynnet.hmm.model_io import model_to_bytes, read_model
+    _, ali = make_toy_corpus(str(tmp_path), num_utts=8)
+    want, n = D.read_pdf_alignments(ali)
+    nnet = tmp_path / "nnet_ali"
+    shutil.copytree(ali, nnet)
+    head = model_to_bytes(*read_model(f"{ali}/final.mdl")).split(b"<DIMENSION>")[0]
+    (nnet / "final.mdl").write_bytes(head + b"<Nnet3> \x04\x00\x00\x00not a GMM")
+    got, n2 = D.read_pdf_alignments(str(nnet))
+    assert n2 == n and sorted(got) == sorted(want)
+    assert all(np.array_equal(got[u], want[u]) for u in want)

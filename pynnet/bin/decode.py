@@ -155,9 +155,6 @@ def _config(a):
                         allow_partial=a.allow_partial)
 
 
-def _read_model(path: str):
-    from pynnet.hmm.model_io import read_model
-    return read_model(path)
 
 
 def _check_graph_matches(fst_path: str, tm, model_path: str) -> None:
@@ -209,7 +206,8 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
     from pynnet.decode.decoder import GmmScorer, decode_loglikes, read_hclg, tid2pdf
 
     cfg = _config(a)
-    tm, am = _read_model(a.model)
+    from pynnet.hmm.model_io import read_model
+    tm, am = read_model(a.model)
     _check_graph_matches(a.fst, tm, a.model)
     hclg = read_hclg(a.fst)
     scorer, m = GmmScorer(am), tid2pdf(tm)
@@ -250,7 +248,8 @@ def decode_faster_mapped_main(argv: list[str] | None = None) -> int:
     from pynnet.decode.decoder import decode_loglikes, read_hclg, tid2pdf
 
     cfg = _config(a)
-    tm, _ = _read_model(a.model)
+    from pynnet.hmm.model_io import read_transition_model
+    tm = read_transition_model(a.model)   # a GMM's or an nnet's final.mdl
     _check_graph_matches(a.fst, tm, a.model)
     hclg = read_hclg(a.fst)
     m = tid2pdf(tm)

@@ -93,10 +93,10 @@ def compile_graphs_main(argv: list[str] | None = None) -> int:
     p.add_argument("data_dir", help="data dir whose 'text' is compiled")
     p.add_argument("graphs_out", help="output fst archive (Kaldi ark)")
     a = p.parse_args(argv)
-    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.model_io import read_transition_model
     from pynnet.hmm.train import GraphCompiler, read_tree_file, write_graphs
 
-    tm, _ = read_model(a.model)
+    tm = read_transition_model(a.model)
     gc = GraphCompiler(tm, read_tree_file(a.tree), a.lang_dir)
     text = _text(a.data_dir)
     failed = 0

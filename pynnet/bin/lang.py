@@ -113,7 +113,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import kaldi_hmm_gmm  # noqa: F401  (before kaldifst)
     from pynnet.hmm.graph import make_hclg
-    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.model_io import read_transition_model
     from pynnet.hmm.tree_io import read_tree
 
     for f in ("final.mdl", "tree"):
@@ -126,7 +126,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
             if f1.read() != f2.read():
                 fail(f"phones.txt differs from {a.lang_test_dir}/phones.txt: the model was trained "
                      "with another lang dir", mp)
-    tm, _ = read_model(os.path.join(a.model_dir, "final.mdl"))
+    tm = read_transition_model(os.path.join(a.model_dir, "final.mdl"))
     ctx = read_tree(os.path.join(a.model_dir, "tree"))
     info = make_hclg(a.lang_test_dir, ctx, tm, a.graph_dir, self_loop_scale=a.self_loop_scale,
                      transition_scale=a.transition_scale, remove_oov=a.remove_oov)

@@ -90,10 +90,10 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     setup_logging()
     from pynnet.hmm.ali_io import read_alignments
-    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.model_io import read_transition_model
     from pynnet.hmm.tree import accumulate_tree_stats
 
-    tm, _ = read_model(a.model)
+    tm = read_transition_model(a.model)
     alis = read_alignments(a.alignments)
     phone_map = _read_phone_map(a.phone_map) if a.phone_map else None
     ci = int_list(a.ci_phones, "--ci-phones")
@@ -321,10 +321,10 @@ def convert_ali_main(argv: list[str] | None = None) -> int:
     setup_logging()
     from pynnet.hmm.ali_io import read_alignments, write_alignments
     from pynnet.hmm.convert import convert_alignments
-    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.model_io import read_transition_model
     from pynnet.hmm.tree_io import read_tree_py
-    old_tm, _ = read_model(a.old_model)
-    new_tm, _ = read_model(a.new_model)
+    old_tm = read_transition_model(a.old_model)
+    new_tm = read_transition_model(a.new_model)
     tree = read_tree_py(a.new_tree)
     if tree.num_pdfs != new_tm.num_pdfs:
         fail(f"tree has {tree.num_pdfs} pdfs but the new model {new_tm.num_pdfs}", a.new_tree)

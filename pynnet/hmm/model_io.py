@@ -24,7 +24,7 @@ import numpy as np
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
 
-__all__ = ["KaldiInput", "KaldiOutput", "read_model", "write_model", "read_model_bytes",
+__all__ = ["KaldiInput", "KaldiOutput", "read_model", "read_transition_model", "write_model", "read_model_bytes",
            "model_to_bytes", "Topology", "topology_from_khg", "topology_to_khg",
            "transition_model_from_tuples", "transition_model_with_log_probs"]
 
@@ -662,17 +662,28 @@ def read_model_bytes(data: bytes, path: str = "<memory>"):
     return tm, am
 
 
-def read_model(path: str | os.PathLike):
-    """Read a Kaldi GMM model file (binary or text) -> (TransitionModel, AmDiagGmm)."""
+def _model_file_bytes(path: str | os.PathLike) -> tuple[bytes, str]:
     path = os.fspath(path)
     if path == "-":
         import sys
-        return read_model_bytes(sys.stdin.buffer.read(), "<stdin>")
+        return sys.stdin.buffer.read(), "<stdin>"
     if not os.path.isfile(path):
         fail("no such model file", path)
     with open(path, "rb") as f:
-        data = f.read()
-    return read_model_bytes(data, path)
+        return f.read(), path
+
+
+def read_model(path: str | os.PathLike):
+    """Read a Kaldi GMM model file (binary or text) -> (TransitionModel, AmDiagGmm)."""
+    return read_model_bytes(*_model_file_bytes(path))
+
+
+def read_transition_model(path: str | os.PathLike):
+    """The TransitionModel at the start of a Kaldi model file, whatever follows it (a GMM, or the
+    network of an nnet2/nnet3/chain final.mdl): all that Kaldi's ali-to-pdf, convert-ali,
+    compile-train-graphs, mkgraph.sh and latgen-faster-mapped read of it."""
+    data, path = _model_file_bytes(path)
+    return _read_transition_model(KaldiInput(data, path))
 
 
 def model_to_bytes(trans_model, am_gmm, binary: bool = True) -> bytes:

@@ -38,10 +38,10 @@ def log(msg: str) -> None:
 def read_pdf_alignments(ali_dir: str) -> tuple[dict[str, np.ndarray], int]:
     """``ali_dir/ali.*.gz`` + ``ali_dir/final.mdl`` -> ({utt: int32 pdf ids}, num_pdfs)."""
     from pynnet.hmm.ali_io import TransitionTables, read_alignments_by_file
-    from pynnet.hmm.model_io import read_model
+    from pynnet.hmm.model_io import read_transition_model
 
     mdl = os.path.join(ali_dir, "final.mdl")
-    tm, _am = read_model(mdl)
+    tm = read_transition_model(mdl)   # a GMM's or an nnet's final.mdl
     tables = TransitionTables.from_model(tm)
     # int16 halves the memory of a large corpus's targets; one file's transition ids at a time
     dtype = np.int16 if tm.num_pdfs < 32767 else np.int32
