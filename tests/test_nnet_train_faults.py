@@ -273,6 +273,11 @@ def test_unreadable_checkpoint_is_one_line(tmp_path, corpus, capsys, damage):
     (["--pnorm-group", "0"], "--pnorm-group must be positive"),
     (["--activation", "pnorm", "--pnorm-group", "-2"], "--pnorm-group must be positive"),
     (["--minibatch-size", "0"], "--minibatch-size must be positive"),
+    (["--halving-factor", "0"], "--halving-factor must be in (0, 1], not 0.0"),
+    (["--halving-factor", "nan"], "--halving-factor must be in (0, 1], not nan"),
+    (["--halving-factor", "2"], "--halving-factor must be in (0, 1], not 2.0"),
+    (["--start-halving-impr", "nan"], "--start-halving-impr must not be negative, not nan"),
+    (["--end-halving-impr", "-0.1"], "--end-halving-impr must not be negative, not -0.1"),
     (["--momentum", "0.9"], "--momentum 0.9: only --optimizer sgd uses momentum, not ngsgd"),
     (["--optimizer", "adagrad", "--momentum", "0.5"], "only --optimizer sgd uses momentum, not adagrad"),
     (["--optimizer", "sgd", "--momentum", "1.0"], "--momentum must be in [0, 1)"),
@@ -291,6 +296,27 @@ def test_train_option_error_in_a_process(tmp_path, corpus):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1
     _one_line_error(r.stderr, "ERROR (pynnet-nnet-train): --final-learn-rate must be positive")
+
+
+@pytest.mark.parametrize("limit_kb", [2, 16])
+def test_failed_writes_are_one_line_and_leave_nothing(tmp_path, corpus, limit_kb):
+    """A file size limit (as a full disk: writes fail) stops training with one line naming the
+    file, whether torch's writer (models, checkpoints) or a plain write (JSON, PNG) hits it; no
+    temp file is left, and the rerun without the limit resumes and finishes."""
+    _, data, ali = corpus
+    exp = tmp_path / "e"
+    cmd = [BIN, *SMALL, "--max-epochs", "2", data, ali, str(exp)]
+    r = subprocess.run(["bash", "-c", f"trap '' XFSZ; ulimit -f {limit_kb}; exec \"$@\"", "-", *cmd],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr
+    _one_line_error(r.stderr, "ERROR (pynnet-nnet-train): ")
+    last = r.stderr.strip().splitlines()[-1]
+    assert str(exp) + os.sep in last and ("File too large" in last or "cannot write it" in last), last
+    left = [os.path.join(d, f) for d, _, fs in os.walk(exp) for f in fs if f.startswith(".")]
+    assert left == []
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (exp / "final.nnet").exists() and (exp / "train_curve.png").exists()
 
 
 @pytest.mark.parametrize("opts,msg", [

@@ -71,6 +71,11 @@ def cli(main: Callable[[list[str] | None], int | None]) -> Callable[[list[str] |
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             print(f"ERROR ({prog_name()}): the output pipe was closed by its reader", file=sys.stderr)
             return 1
+        except OSError as e:
+            # the machine's, not the program's: disk full, quota, file size limit, I/O error
+            where = f": {e.filename}" if e.filename else ""
+            print(f"ERROR ({prog_name()}): {e.strerror or e}{where}", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:
             print(f"ERROR ({prog_name()}): interrupted", file=sys.stderr)
             return 130

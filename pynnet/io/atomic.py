@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from typing import IO, Iterator
@@ -55,6 +56,9 @@ def make_temp_file(dir: str, prefix: str) -> tuple[int, str]:
     return fd, tmp
 
 
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO}
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temp path in the target's directory; rename it onto ``path`` only on success."""
@@ -66,9 +70,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None and e.errno in _WRITE_ERRNOS:
+            # a failed write() names no file: name the one being written
+            raise OSError(e.errno, e.strerror, path) from e
         raise
 
 

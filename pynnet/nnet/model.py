@@ -340,8 +340,19 @@ def save_model(path: str | os.PathLike, model: Dnn, extra: dict | None = None) -
            "state_dict": {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}}
     if extra:
         obj.update(extra)
+    save_atomic(obj, path)
+
+
+def save_atomic(obj, path: str | os.PathLike) -> None:
+    """torch.save through a temp file renamed onto path. A failed write (disk full, quota, file
+    size limit) is a one-line error naming the file (torch's writer raises a RuntimeError with a
+    C++ backtrace); nothing is left behind."""
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        try:
+            torch.save(obj, tmp)
+        except RuntimeError as e:    # torch's zip writer: the errno is lost
+            first = (str(e).strip().splitlines() or [""])[0]
+            fail(f"cannot write it (disk full or a file size limit?): {first}", path)
 
 
 def load_model_file(path: str | os.PathLike) -> dict:

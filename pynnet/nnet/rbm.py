@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pynnet.io.atomic import atomic_path, atomic_write
+from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
 from pynnet.nnet.data import ChunkLoader, FeatureReader, FrameSet, global_cmvn, log, plan_chunks
-from pynnet.nnet.model import FeatureTransform
+from pynnet.nnet.model import FeatureTransform, save_atomic
 
 DBN_FORMAT = "pynnet-dbn-v1"
 RECORD_FORMAT = "pynnet-rbm-opts-v1"
@@ -259,8 +259,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
     else:
         mean, std = global_cmvn(fs, progress=sys.stderr.isatty())
         transform.set_global_cmvn(mean, std)
-        with atomic_path(tf_path) as tmp:
-            torch.save(transform.state_dict(), tmp)
+        save_atomic(transform.state_dict(), tf_path)
     rbms: list[Rbm] = []
     report_path = os.path.join(out_dir, "log", "rbm.json")
     report = json.load(open(report_path)) if os.path.exists(report_path) else {}
@@ -317,8 +316,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
             errs = cd1_epochs(rbm, batches_for(layer), num_frames, epochs, lr, cfg, gen,
                               f"RBM {layer}/{nn_depth} ({'Gaussian' if gaussian else 'Bernoulli'}-Bernoulli "
                               f"{vis}x{hid_dim})")
-        with atomic_path(path) as tmp:
-            torch.save(rbm.to_dict(), tmp)
+        save_atomic(rbm.to_dict(), path)
         report[str(layer)] = {"type": "gb" if gaussian else "bb", "lr": lr, "epochs": epochs,
                               "reconstruction_mse": errs}
         with atomic_write(report_path) as f:
@@ -328,8 +326,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
     dbn = {"format": DBN_FORMAT, "input_dim": in_dim, "context": context, "input_pipeline": pipeline,
            "transform": transform.state_dict(), "layers": [r.to_dict() for r in rbms]}
     final = os.path.join(out_dir, "final.dbn")
-    with atomic_path(final) as tmp:
-        torch.save(dbn, tmp)
+    save_atomic(dbn, final)
     log(f"wrote {final}: {nn_depth} layers of {hid_dim} units on {transform.output_dim} inputs")
     return final
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from pynnet.io.atomic import atomic_path, atomic_write
 from pynnet.io.errors import fail
 from pynnet.nnet.data import ChunkLoader, FrameSet, log, plan_chunks
-from pynnet.nnet.model import Dnn, model_from_dict, save_model
+from pynnet.nnet.model import Dnn, model_from_dict, save_atomic, save_model
 from pynnet.nnet.optim import Optimizer, make_optimizer
 
 
@@ -179,8 +179,7 @@ class Trainer:
         obj = {"cfg": asdict(self.cfg), "state": self.st, **self._snapshot(),
                "arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
                "threads": torch.get_num_threads(), "data": self.data_id}
-        with atomic_path(self.ckpt_path) as tmp:
-            torch.save(obj, tmp)
+        save_atomic(obj, self.ckpt_path)
 
     def load_checkpoint(self, obj: dict | None = None) -> bool:
         """Restore checkpoint.pt (``obj``: its contents, already read)."""
@@ -379,8 +378,7 @@ class Trainer:
         return read_checkpoint(self.best_path, ("model", "opt"), f"delete {self.ckpt_path} to start over")
 
     def _save_best(self) -> None:
-        with atomic_path(self.best_path) as tmp:
-            torch.save(self._snapshot(), tmp)
+        save_atomic(self._snapshot(), self.best_path)
 
     def _write_log(self) -> None:
         hist = self.st["history"]
