@@ -36,7 +36,7 @@ def _check_positive(a: argparse.Namespace, *names: str) -> None:
 
 def _check_not_negative(a: argparse.Namespace, *names: str) -> None:
     for name in names:
-        if getattr(a, name) < 0:
+        if not getattr(a, name) >= 0:   # (catches nan too)
             fail(f"--{name.replace('_', '-')} must not be negative, not {getattr(a, name)}")
 
 
@@ -88,7 +88,9 @@ def train_main(argv: list[str] | None = None) -> int:
                     "checkpoint_every", "hid_dim", "nn_depth", "pnorm_group")
     if a.schedule == "exponential":
         _check_positive(a, "final_learn_rate")
-    _check_not_negative(a, "splice", "delta_order")
+    _check_not_negative(a, "splice", "delta_order", "start_halving_impr", "end_halving_impr")
+    if not 0.0 < a.halving_factor <= 1.0:   # newbob multiplies the learning rate by it
+        fail(f"--halving-factor must be in (0, 1], not {a.halving_factor}")
     if not 0.0 < a.cv_percent < 100.0:   # (newbob and the logs need a CV set)
         fail(f"--cv-percent must be in (0, 100), not {a.cv_percent}")
     check_momentum(a.optimizer, a.momentum)

@@ -93,6 +93,7 @@ else
   # progress on the terminal, everything in the log
   pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" 2> >(tee -a "$dir/log/train.log" >&2) || {
     echo "$0: training failed (see $dir/log/train.log)" >&2; exit 1; }
+  wait $! 2>/dev/null || true   # tee may still be writing the log's last lines (read below)
 fi
 [ -f "$dir/final.nnet" ] || { echo "$0: no $dir/final.nnet was written" >&2; exit 1; }
 grep -h "^epoch\|^finished\|final.nnet" "$dir/log/train.log" | tail -n 3
