@@ -155,8 +155,6 @@ def _config(a):
                         allow_partial=a.allow_partial)
 
 
-
-
 def _check_graph_matches(fst_path: str, tm, model_path: str) -> None:
     """mkgraph.sh writes <graph-dir>/num_pdfs; a graph built for another model would index
     transition-ids the model does not have."""
