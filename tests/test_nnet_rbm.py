@@ -10,7 +10,8 @@ import torch
 
 from pynnet.bin.nnet import rbm_main, train_main
 from pynnet.io.errors import PynnetError
-from pynnet.nnet.rbm import RECORD_NAME, Rbm, RbmConfig, cd1_epochs, load_dbn, visible_bias_from_outputs
+from pynnet.nnet.rbm import (RECORD_NAME, Nnet1Schedule, Rbm, RbmConfig, cd1_epochs, load_dbn,
+                              visible_bias_from_outputs)
 from pynnet.nnet.toy import make_toy_corpus
 
 
@@ -61,16 +62,69 @@ def test_cd1_step_matches_the_textbook_update(gaussian):
     v = torch.randn(50, 12, generator=g) if gaussian else torch.rand(50, 12, generator=g)
     W0, hb0, vb0 = rbm.W.clone(), rbm.hbias.clone(), rbm.vbias.clone()
     cfg = RbmConfig(l2=0.01)
-    lr, mom = 0.1, cfg.momentum                # the ramp starts at momentum 0.5
-    u = torch.rand(50, 7, generator=torch.Generator().manual_seed(9))
+    lr = 0.1
+    gen_u = torch.Generator().manual_seed(9)
+    u1, u2 = torch.rand(50, 7, generator=gen_u), torch.rand(50, 7, generator=gen_u)
     ref = Rbm.from_dict({"W": W0.clone(), "hbias": hb0.clone(), "vbias": vb0.clone(),
                          "type": "gb" if gaussian else "bb"})
-    dW, dh, dv, err = _cd1_reference_step(ref, v, mom, lr * (1 - mom), cfg.l2, u)
-    errs = cd1_epochs(rbm, lambda ep: iter([v]), 50, 1, lr, cfg, torch.Generator().manual_seed(9), "t")
-    assert torch.allclose(rbm.W, W0 + dW, atol=1e-6)
-    assert torch.allclose(rbm.hbias, hb0 + dh, atol=1e-6)
-    assert torch.allclose(rbm.vbias, vb0 + dv, atol=1e-6)
-    assert errs[0] == pytest.approx(err / 50, rel=1e-5)
+    # nnet1: the first minibatch with the options as given (step lr), then momentum 0.9 and the
+    # step lr (1 - 0.5) until 500k frames have been seen
+    dW, dh, dv, err1 = _cd1_reference_step(ref, v, None, lr, cfg.l2, u1)
+    ref.W, ref.hbias, ref.vbias = ref.W + dW, ref.hbias + dh, ref.vbias + dv
+    dW2, dh2, dv2, err2 = _cd1_reference_step(ref, v, None, lr * (1 - 0.5), cfg.l2, u2)
+    want = (ref.W + 0.9 * dW + dW2, ref.hbias + 0.9 * dh + dh2, ref.vbias + 0.9 * dv + dv2)
+    errs = cd1_epochs(rbm, lambda ep: iter([v, v]), 100, 1, lr, cfg, torch.Generator().manual_seed(9), "t")
+    assert torch.allclose(rbm.W, want[0], atol=1e-6)
+    assert torch.allclose(rbm.hbias, want[1], atol=1e-6)
+    assert torch.allclose(rbm.vbias, want[2], atol=1e-6)
+    assert errs[0] == pytest.approx((err1 + err2) / 100, rel=1e-5)
+
+
+def test_momentum_and_step_follow_rbm_train_cd1_frmshuff():
+    """--with-bug=true (Kaldi's default): momentum 0.9 from the 2nd minibatch; the step is
+    lr (1 - m), m = 0.5 + 0.01 n after n x 500k frames, m = 0.9 from 20M frames on."""
+    s = Nnet1Schedule(0.4, RbmConfig())
+    assert (s.step, s.momentum) == (0.4, 0.5)
+    got = []
+    for _ in range(45 * 5000):          # minibatches of 100 frames: 5000 per 500k frames
+        s.advance(100)
+        got.append((s.step, s.momentum))
+    assert got[0] == (pytest.approx(0.2), 0.9)                        # after the 1st minibatch
+    assert got[4998] == (pytest.approx(0.2), 0.9)                     # 499,900 frames
+    assert got[4999] == (pytest.approx(0.4 * 0.49), 0.9)              # 500,000 frames
+    assert got[20 * 5000 - 1] == (pytest.approx(0.4 * 0.3), 0.9)     # 10M frames
+    assert got[40 * 5000 - 1] == (pytest.approx(0.4 * 0.1), 0.9)     # 20M frames
+    assert got[-1] == (pytest.approx(0.4 * 0.1), 0.9)
+    s.shrink()                          # the explosion protection's x0.9 holds until the next step
+    assert s.step == pytest.approx(0.4 * 0.1 * 0.9)
+    s2 = Nnet1Schedule(0.4, RbmConfig())
+    s2.advance(499_999)
+    s2.shrink()
+    s2.advance(1)
+    assert s2.step == pytest.approx(0.4 * 0.49)
+
+
+def test_gaussian_rbm_weight_explosion_protection(capsys):
+    """A Gaussian-Bernoulli RBM whose reconstructions vary far more than its data (here: weights
+    started 30x too large, a high rate) is scaled back instead of diverging, as nnet1 does."""
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(4000, 10, generator=g)
+    rbm = Rbm(10, 16, gaussian=True, std=3.0, gen=g)
+    W0 = rbm.W.clone()
+
+    def batches(ep):
+        for i in range(0, len(data), 100):
+            yield data[i:i + 100]
+
+    errs = cd1_epochs(rbm, batches, len(data), 3, 0.5, RbmConfig(), g, "RBM 1/1")
+    err = capsys.readouterr().err
+    assert "reconstruction std" in err and "weights scaled by" in err, err
+    assert rbm.W.abs().max() < 0.5 * W0.abs().max()
+    assert all(np.isfinite(errs)) and errs[-1] < errs[0]
+    # the scaled-back model reconstructs with about the data's spread
+    h = rbm.hidden(data)
+    recon = (torch.bernoulli(h, generator=g) @ rbm.W + rbm.vbias)
+    assert float(recon.std()) < 2.0 * float(data.std())
 
 
 def test_cd1_stops_on_a_non_finite_reconstruction():
@@ -125,6 +179,12 @@ def test_pretrain_dbn_resume_and_dnn_init(corpus, capsys):
     assert torch.equal(sd["layers.0.wb"][:, -1], dbn2["layers"][0]["hbias"])
     assert torch.equal(sd["layers.2.wb"][:, :-1], dbn2["layers"][1]["W"])
     assert torch.equal(sd["transform.shift"], dbn2["transform"]["shift"])
+    # the softmax layer as nnet1's train.sh makes it over a DBN: N(0, 0.1 x 35 sqrt(2/(in+out))), bias 0
+    out_w = sd["layers.4.wb"]
+    n_in, n_out = out_w.shape[1] - 1, out_w.shape[0]
+    want = 0.1 * 35.0 * (2.0 / (n_in + n_out)) ** 0.5
+    assert float(out_w[:, :-1].std()) == pytest.approx(want, rel=0.25)
+    assert torch.count_nonzero(out_w[:, -1]) == 0
     hist = json.load(open(exp / "log" / "train.json"))
     assert hist[1]["cv_loss"] < hist[0]["cv_loss"]
 

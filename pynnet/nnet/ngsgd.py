@@ -20,14 +20,16 @@ from dataclasses import dataclass
 import torch
 
 _EPS = 1e-10      # Kaldi epsilon_: floor on rho and d
-_DELTA = 1e-5     # Kaldi (nnet2) delta_: floor relative to the largest eigenvalue
+_DELTA = 5e-4     # Kaldi delta_ (nnet2 and nnet3 constructors; a comment in nnet2's header
+                  # says 1e-5): floor on rho and d relative to the largest sqrt(c)
 _NUM_INITIAL_UPDATES = 10
 _NUM_INIT_ITERS = 3
 
 
 @dataclass
 class NgConfig:
-    """Kaldi's AffineComponentPreconditionedOnline defaults."""
+    """Kaldi nnet2's steps/nnet2/train_pnorm_fast.sh settings for AffineComponentPreconditionedOnline
+    (the component's own defaults differ: rank_in 30, update_period 1, max_change 0.1)."""
     rank_in: int = 20
     rank_out: int = 80
     alpha: float = 4.0

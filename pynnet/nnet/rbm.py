@@ -3,8 +3,12 @@
 Layer 1 is a Gaussian-Bernoulli RBM on the spliced, globally normalised features (lr 0.01, twice
 the epochs); the layers above are Bernoulli-Bernoulli RBMs (lr 0.4) trained on the previous
 layers' sigmoid outputs, each with its visible bias set from those outputs' mean activation
-(log p/(1-p)). CD-1, minibatch 100, momentum ramped 0.5 -> 0.9 over the layer's first epoch
-(the learning rate is scaled by 1 - momentum, as nnet1 does), L2 0.0002, weights N(0, 0.1).
+(log p/(1-p)). CD-1, minibatch 100, L2 0.0002, weights N(0, 0.1). Momentum and step follow
+rbm-train-cd1-frmshuff's default (``--with-bug=true``): momentum 0.9 from the second minibatch on,
+step ``lr (1 - m)`` with m ramped 0.5 -> 0.9 in 40 steps of 500k frames (20M frames, ~55 h), so the
+effective rate starts near 5 lr. Gaussian-Bernoulli layers get nnet1's anti-weight-explosion
+protection (reconstruction std > 2 x the data's: weights and biases scaled down, step x 0.9 until
+the next ramp step, momentum reset, update skipped).
 
 Files: ``<dir>/<n>.rbm`` after layer n (a rerun skips finished layers), ``<dir>/final.dbn``
 (feature transform + all layers), ``<dir>/log/rbm.json`` (reconstruction error per epoch),
@@ -45,8 +49,10 @@ class RbmConfig:
     lr_gb: float = 0.01
     lr_bb: float = 0.4
     epochs: int = 1                 # per BB layer; the GB layer gets twice as many
-    momentum: float = 0.5
-    momentum_max: float = 0.9
+    momentum: float = 0.5            # nnet1 rbm-train-cd1-frmshuff: m ramps momentum -> momentum_max
+    momentum_max: float = 0.9        # in momentum_steps steps of momentum_step_frames frames
+    momentum_steps: int = 40
+    momentum_step_frames: int = 500000
     l2: float = 0.0002
     init_std: float = 0.1
     buffer_frames: int = 32768
@@ -80,6 +86,38 @@ class Rbm:
         return r
 
 
+class Nnet1Schedule:
+    """rbm-train-cd1-frmshuff's momentum and step (its default ``--with-bug=true``): the first
+    minibatch with (lr, momentum); after each minibatch, when the frames seen so far cross a
+    multiple of ``momentum_step_frames`` (n of them), momentum_max and the step lr (1 - m) with
+    m = momentum + min(n, steps) (momentum_max - momentum) / steps. ``shrink`` (the anti-explosion
+    protection's x0.9) holds until that next change."""
+
+    def __init__(self, lr: float, cfg: RbmConfig):
+        self.lr, self.cfg = lr, cfg
+        self.step, self.momentum = lr, cfg.momentum
+        self.frames, self.n = 0, -1
+
+    def advance(self, frames: int) -> None:
+        c = self.cfg
+        self.frames += frames
+        n = self.frames // c.momentum_step_frames
+        if n > self.n:
+            self.n = n
+            m = c.momentum + min(n, c.momentum_steps) * (c.momentum_max - c.momentum) / c.momentum_steps
+            self.step, self.momentum = self.lr * (1.0 - m), c.momentum_max
+
+    def shrink(self) -> None:
+        self.step *= 0.9
+
+
+def _std(x: torch.Tensor) -> float:
+    """Standard deviation of all elements (Kaldi's ComputeStdDev)."""
+    x = x.double()
+    mean = x.mean()
+    return float(((x * x).mean() - mean * mean).clamp_min(0.0).sqrt())
+
+
 def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: RbmConfig,
                gen: torch.Generator, desc: str) -> list[float]:
     """Train with CD-1; ``batches(epoch)`` yields visible minibatches. Returns MSE per epoch."""
@@ -88,7 +126,8 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
     dW, dh, dv = torch.zeros_like(rbm.W), torch.zeros_like(rbm.hbias), torch.zeros_like(rbm.vbias)
     uniform = torch.empty(0)
     errs = []
-    seen = steps = 0
+    steps = 0
+    sched = Nnet1Schedule(lr, cfg)
 
     def check_finite() -> None:   # (not every step: a CPU sync per minibatch costs time)
         if not torch.isfinite(sq):
@@ -96,13 +135,12 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
 
     for ep in range(epochs):
         sq, n = torch.zeros((), dtype=torch.float64, device=rbm.W.device), 0
+        rescaled = 0
         bar = tqdm(total=num_frames, desc=f"{desc} epoch {ep + 1}/{epochs}", unit="fr", unit_scale=True,
                    file=sys.stderr, disable=not sys.stderr.isatty())
         for v in batches(ep):
             N = v.shape[0]
-            ramp = min(1.0, seen / max(num_frames, 1))
-            mom = cfg.momentum + (cfg.momentum_max - cfg.momentum) * ramp
-            step = lr * (1.0 - mom)
+            mom, step = sched.momentum, sched.step
             # in-place and fused where possible: at minibatch 100 the elementwise passes over the
             # weight-sized temporaries cost a third as much as the five GEMMs
             pos_h = rbm.hidden(v)
@@ -113,19 +151,35 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
             if not rbm.gaussian:
                 neg_v.sigmoid_()
             neg_h = rbm.hidden(neg_v)
-            # dW = mom dW + step ((pos_h^T v - neg_h^T neg_v) / N - l2 W)
-            dW.addmm_(pos_h.t(), v, beta=mom, alpha=step / N)
-            dW.addmm_(neg_h.t(), neg_v, alpha=-step / N)
-            dW.add_(rbm.W, alpha=-step * cfg.l2)
-            dh.mul_(mom).add_(pos_h.sum(0).sub_(neg_h.sum(0)), alpha=step / N)
             diff = v - neg_v
-            dv.mul_(mom).add_(diff.sum(0), alpha=step / N)
-            rbm.W += dW
-            rbm.hbias += dh
-            rbm.vbias += dv
+            data_std = _std(v) if rbm.gaussian else 0.0
+            recon_std = _std(neg_v) if rbm.gaussian else 0.0
+            if rbm.gaussian and recon_std > 2.0 * data_std:
+                # nnet1's anti-weight-explosion protection: a Gaussian-Bernoulli RBM whose
+                # reconstructions vary much more than the data is about to diverge
+                scale = data_std / recon_std
+                for t in (rbm.W, rbm.hbias, rbm.vbias):
+                    t.mul_(scale)
+                for t in (dW, dh, dv):
+                    t.zero_()
+                sched.shrink()
+                if rescaled == 0:
+                    log(f"WARNING: {desc} epoch {ep + 1}: reconstruction std {recon_std:.3g} > 2 x the data's "
+                        f"{data_std:.3g}: weights scaled by {scale:.3g}, step lowered to {sched.step:.3g}")
+                rescaled += 1
+            else:
+                # dW = mom dW + step ((pos_h^T v - neg_h^T neg_v) / N - l2 W)
+                dW.addmm_(pos_h.t(), v, beta=mom, alpha=step / N)
+                dW.addmm_(neg_h.t(), neg_v, alpha=-step / N)
+                dW.add_(rbm.W, alpha=-step * cfg.l2)
+                dh.mul_(mom).add_(pos_h.sum(0).sub_(neg_h.sum(0)), alpha=step / N)
+                dv.mul_(mom).add_(diff.sum(0), alpha=step / N)
+                rbm.W += dW
+                rbm.hbias += dh
+                rbm.vbias += dv
             sq += torch.dot(diff.view(-1), diff.view(-1))
             n += N
-            seen += N
+            sched.advance(N)
             bar.update(N)
             steps += 1
             if steps % 256 == 0:
@@ -133,7 +187,9 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
         check_finite()
         bar.close()
         errs.append(float(sq) / max(n, 1))
-        log(f"{desc} epoch {ep + 1}: reconstruction MSE per frame {errs[-1]:.4f}")
+        more = f" ({rescaled} minibatches rescaled against weight explosion)" if rescaled else ""
+        log(f"{desc} epoch {ep + 1}: reconstruction MSE per frame {errs[-1]:.4f}, step {sched.step:.3g}, "
+            f"momentum {sched.momentum}{more}")
     return errs
 
 
@@ -180,7 +236,10 @@ def _resume_record(data_dir: str, fs: FrameSet, in_dim: int, context: int, hid_d
                "input_dim": in_dim, "hid_dim": hid_dim, "epochs": cfg.epochs,
                "lr_gb": cfg.lr_gb, "lr_bb": cfg.lr_bb, "l2": cfg.l2, "minibatch_size": cfg.minibatch_size,
                "buffer_frames": cfg.buffer_frames, "seed": cfg.seed, "momentum": cfg.momentum,
-               "momentum_max": cfg.momentum_max, "init_std": cfg.init_std}
+               "momentum_max": cfg.momentum_max, "init_std": cfg.init_std,
+               # the schedule's version: layers trained with the old one-epoch ramp are not reused
+               "momentum_schedule": "nnet1-with-bug", "momentum_steps": cfg.momentum_steps,
+               "momentum_step_frames": cfg.momentum_step_frames}
     return {"format": RECORD_FORMAT, "options": options,
             "data": {"dir": os.path.abspath(data_dir), "utts": len(fs.utts), "frames": fs.num_frames,
                      "sha1": h.hexdigest()}}

@@ -517,7 +517,9 @@ def _check_same_model(model: Dnn, path: str, dbn_path, hidden_dims, activation, 
 
 def dbn_to_dnn(dbn: dict, num_pdfs: int, seed: int) -> Dnn:
     """A sigmoid DNN whose hidden layers are the DBN's RBMs (weights, hidden biases) and whose
-    feature transform is the DBN's; the softmax layer on top starts random."""
+    feature transform is the DBN's; the softmax layer on top starts as nnet1's steps/nnet/train.sh
+    makes it over a DBN (make_nnet_proto.py --hid-layers 0): N(0, 0.1 x 35 sqrt(2/(in+out))),
+    bias 0."""
     layers = dbn["layers"]
     hidden = [int(layer["W"].shape[0]) for layer in layers]
     model = Dnn(dbn["input_dim"], hidden, num_pdfs, "sigmoid", dbn["context"], input_pipeline=dbn["input_pipeline"])
@@ -527,4 +529,9 @@ def dbn_to_dnn(dbn: dict, num_pdfs: int, seed: int) -> Dnn:
         for aff, layer in zip(model.affines, layers):
             aff.wb[:, :-1].copy_(layer["W"])
             aff.wb[:, -1].copy_(layer["hbias"])
+        out = model.affines[-1]
+        std = 0.1 * 35.0 * math.sqrt(2.0 / (out.in_dim + out.out_dim))
+        g = torch.Generator().manual_seed(seed)
+        out.wb[:, :-1].copy_(torch.randn(out.out_dim, out.in_dim, generator=g) * std)
+        out.wb[:, -1].zero_()
     return model

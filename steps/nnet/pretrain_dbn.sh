@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # DBN pretraining with stacked RBMs (Kaldi's steps/nnet/pretrain_dbn.sh): the first layer a
 # Gaussian-Bernoulli RBM on spliced (+-5), globally normalised features, the others
-# Bernoulli-Bernoulli; CD-1, minibatch 100, momentum 0.5 -> 0.9, L2 0.0002.
+# Bernoulli-Bernoulli; CD-1, minibatch 100, L2 0.0002; momentum 0.9 with the step lr (1 - m), m ramped
+# 0.5 -> 0.9 over 20M frames (rbm-train-cd1-frmshuff's default), anti-weight-explosion protection.
 # Writes <exp-dir>/{1..N}.rbm (a rerun continues after the last finished layer), final.dbn,
 # feature_transform.pt, log/pretrain.log, log/rbm.json (reconstruction error per epoch),
 # pretrain_opts.json (the options and data of the layers: a rerun with others is an error).
