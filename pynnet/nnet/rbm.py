@@ -111,11 +111,11 @@ class Nnet1Schedule:
         self.step *= 0.9
 
 
-def _std(x: torch.Tensor) -> float:
-    """Standard deviation of all elements (Kaldi's ComputeStdDev)."""
+def _std(x: torch.Tensor) -> torch.Tensor:
+    """Standard deviation of all elements (Kaldi's ComputeStdDev), a float64 scalar on x's device."""
     x = x.double()
     mean = x.mean()
-    return float(((x * x).mean() - mean * mean).clamp_min(0.0).sqrt())
+    return ((x * x).mean() - mean * mean).clamp_min(0.0).sqrt()
 
 
 def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: RbmConfig,
@@ -152,11 +152,11 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
                 neg_v.sigmoid_()
             neg_h = rbm.hidden(neg_v)
             diff = v - neg_v
-            data_std = _std(v) if rbm.gaussian else 0.0
-            recon_std = _std(neg_v) if rbm.gaussian else 0.0
-            if rbm.gaussian and recon_std > 2.0 * data_std:
-                # nnet1's anti-weight-explosion protection: a Gaussian-Bernoulli RBM whose
-                # reconstructions vary much more than the data is about to diverge
+            # nnet1's anti-weight-explosion protection: a Gaussian-Bernoulli RBM whose
+            # reconstructions vary much more than the data is about to diverge
+            stds = torch.stack([_std(v), _std(neg_v)]) if rbm.gaussian else None
+            if stds is not None and bool(stds[1] > 2.0 * stds[0]):   # (one host sync)
+                data_std, recon_std = (float(x) for x in stds)
                 scale = data_std / recon_std
                 for t in (rbm.W, rbm.hbias, rbm.vbias):
                     t.mul_(scale)
