@@ -88,10 +88,10 @@ class Rbm:
 
 class Nnet1Schedule:
     """rbm-train-cd1-frmshuff's momentum and step (its default ``--with-bug=true``): the first
-    minibatch with momentum and the step lr (1 - momentum); after each minibatch, when the frames seen so far cross a
-    multiple of ``momentum_step_frames`` (n of them), momentum_max and the step lr (1 - m) with
-    m = momentum + min(n, steps) (momentum_max - momentum) / steps. ``shrink`` (the anti-explosion
-    protection's x0.9) holds until that next change."""
+    minibatch with momentum and the step lr (1 - momentum); after each minibatch, when the frames
+    seen so far cross a multiple of ``momentum_step_frames`` (n of them), momentum_max and the step
+    lr (1 - m) with m = momentum + min(n, steps) (momentum_max - momentum) / steps. ``shrink``
+    (the anti-explosion protection's x0.9) holds until that next change."""
 
     def __init__(self, lr: float, cfg: RbmConfig):
         self.lr, self.cfg = lr, cfg
