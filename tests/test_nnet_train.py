@@ -2,6 +2,7 @@
 rejection, the exponential schedule, user errors (NaN recovery and bad inputs:
 test_nnet_train_faults.py)."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import torch
 from pynnet.bin.nnet import train_main
 from pynnet.io.errors import PynnetError
 from pynnet.nnet.toy import make_toy_corpus
-from pynnet.nnet.train import TrainConfig, Trainer, build_and_train, exponential_lr
+from pynnet.nnet.train import Synchronizer, TrainConfig, Trainer, build_and_train, exponential_lr
 
 BIN = os.path.join(os.path.dirname(sys.executable), "pynnet-nnet-train")
 SMALL = ["--nn-depth", "2", "--hid-dim", "48", "--buffer-frames", "400", "--checkpoint-every", "2"]
@@ -183,15 +184,70 @@ def test_newbob_stops_at_max_epochs(tmp_path, corpus):
 
 
 def test_exponential_schedule(tmp_path, corpus):
-    assert exponential_lr(0.04, 0.004, 1, 4) == pytest.approx(0.04)
-    assert exponential_lr(0.04, 0.004, 4, 4) == pytest.approx(0.004)
-    assert exponential_lr(0.04, 0.004, 2, 4) == pytest.approx(0.04 * 0.1 ** (1 / 3))
-    cfg = TrainConfig(optimizer="sgd", schedule="exponential", num_epochs=3, learn_rate=0.01,
-                      final_learn_rate=0.001)
+    # nnet2 train_pnorm_fast.sh: i * exp(x ln(f/i) / n) after x of n epochs, then f
+    assert exponential_lr(0.04, 0.004, 0, 4) == pytest.approx(0.04)
+    assert exponential_lr(0.04, 0.004, 2, 4) == pytest.approx(0.04 * 0.1 ** 0.5)
+    assert exponential_lr(0.04, 0.004, 1.5, 4) == pytest.approx(0.04 * 0.1 ** (1.5 / 4))
+    assert exponential_lr(0.04, 0.004, 4, 4) == exponential_lr(0.04, 0.004, 5.5, 4) == 0.004
+    cfg = TrainConfig(optimizer="sgd", schedule="exponential", num_epochs=2, learn_rate=0.01,
+                      final_learn_rate=0.001, num_epochs_extra=1)
     t = _scripted(tmp_path, cfg, [1.0, 1.1, 1.2, 1.3], corpus)  # no rejection in nnet2 style
     h = t.st["history"][1:]
+    assert len(h) == 3 and all(x["accepted"] for x in h)
+    # the rate of each epoch's first minibatch (the decay within an epoch: the test below)
     assert [x["lr"] for x in h] == pytest.approx([0.01, 0.01 * 0.1 ** 0.5, 0.001])
-    assert all(x["accepted"] for x in h)
+
+
+class _RateRecorder(Synchronizer):
+    """Records the learning rate each update used; ``stop_after``: dies after that update (as
+    kill -9 would, the checkpoint on disk is whatever was written last)."""
+
+    def __init__(self, stop_after: int = 0):
+        self.rates: list[float] = []
+        self.stop_after = stop_after
+
+    def after_update(self, step, model, optimizer):
+        self.rates.append(optimizer.fused_lr)
+        if step == self.stop_after:
+            raise _Killed
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_exponential_decays_per_minibatch_and_resumes_exactly(tmp_path, corpus):
+    _, data, ali = corpus
+    cfg = TrainConfig(optimizer="ngsgd", schedule="exponential", num_epochs=2, num_epochs_extra=1,
+                      learn_rate=0.01, final_learn_rate=0.001, minibatch_size=64, buffer_frames=400,
+                      checkpoint_every=4)
+    kw = dict(hidden_dims=[16], context=2, progress=False)
+    ref = _RateRecorder()
+    st = build_and_train(data, ali, str(tmp_path / "ref"), cfg, sync=ref, **kw)
+    frames = st["history"][1]["frames"]
+    # each rate is the schedule's after the frames already trained: from the rates, the position
+    # x = 2 ln(lr / i) / ln(f / i) advances by one minibatch (at most 64 frames) per update
+    x = [2 * math.log(r / 0.01) / math.log(0.1) for r in ref.rates]
+    decaying = [v for v in x if v < 2 - 1e-9]
+    assert x[0] == 0 and all(0 < b - a <= 64 / frames + 1e-9 for a, b in zip(decaying, decaying[1:]))
+    h = st["history"][1:]
+    assert h[0]["lr"] == 0.01 and h[1]["lr"] == pytest.approx(0.01 * 0.1 ** 0.5)
+    assert h[0]["lr"] > h[0]["lr_last"] > h[1]["lr"] > h[1]["lr_last"] > 0.001 == h[2]["lr"] == h[2]["lr_last"]
+    assert len(decaying) >= 2 * frames / 64
+    assert ref.rates[len(decaying):] == [pytest.approx(0.001)] * (len(ref.rates) - len(decaying))
+    assert len(ref.rates) - len(decaying) >= frames / 64     # the extra epoch at the final rate
+    # killed mid-epoch 2 (not at a checkpoint): the rerun replays from the last checkpoint with
+    # the same rates and ends with the same weights
+    stop = len(ref.rates) // 2 + (len(ref.rates) // 2 % 4 == 0)
+    killed = _RateRecorder(stop_after=stop)
+    with pytest.raises(_Killed):
+        build_and_train(data, ali, str(tmp_path / "run"), cfg, sync=killed, **kw)
+    resumed = _RateRecorder()
+    build_and_train(data, ali, str(tmp_path / "run"), cfg, sync=resumed, **kw)
+    assert killed.rates[:stop // 4 * 4] + resumed.rates == ref.rates
+    a = _weights(tmp_path / "ref" / "final.nnet")["state_dict"]
+    b = _weights(tmp_path / "run" / "final.nnet")["state_dict"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_feature_dim_mismatch_is_one_line_error(tmp_path, capsys):

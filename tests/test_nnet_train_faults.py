@@ -67,6 +67,7 @@ class Recording(Trainer):
         self.recoveries.append({
             "what": what, "step": self.st["step"], "ckpt_step": ck["state"]["step"],
             "lr": self.st["lr"], "lr_factor": self.st["lr_factor"],
+            "epochs_done": self.st["epoch"] - 1 + self.st["acc"]["frames"] / self.tr.num_frames,
             "equal": have.keys() == ck["model"].keys() and all(torch.equal(have[k], ck["model"][k]) for k in have),
             "finite": all(bool(torch.isfinite(v).all()) for v in have.values())})
 
@@ -115,12 +116,17 @@ def test_inf_parameters_are_never_checkpointed_exponential(tmp_path, corpus, rec
         assert "(checkpoint not written)" in r["what"]
         assert r["equal"] and r["finite"]
     assert [r["ckpt_step"] for r in recording] == [8, 12]
-    # the factor in use is halved (1/2, then 1/4), and the rate reported is the one used
+    # the factor in use is halved (1/2, then 1/4); the rate is the schedule's at the restored
+    # position (the decay is per minibatch) times that factor, and the one reported
     assert [r["lr_factor"] for r in recording] == [0.5, 0.25]
-    assert [r["lr"] for r in recording] == [0.002, 0.001]
-    assert "halved the learning rate to 0.002" in err and "halved the learning rate to 0.001" in err
+    for r, factor in zip(recording, (0.5, 0.25)):
+        assert 0 < r["epochs_done"] < 1
+        assert r["lr"] == pytest.approx(factor * exponential_lr(0.004, 0.001, r["epochs_done"], 2))
+        assert f"halved the learning rate to {r['lr']:.4g}" in err
     h = st["history"]
-    assert h[1]["lr"] == 0.001 and h[2]["lr"] == pytest.approx(0.25 * exponential_lr(0.004, 0.001, 2, 2))
+    assert len(h) == 1 + 3    # 2 epochs of decay + 1 at the final rate (num_epochs_extra)
+    assert h[2]["lr"] == pytest.approx(0.25 * exponential_lr(0.004, 0.001, 1, 2))
+    assert h[3]["lr"] == h[3]["lr_last"] == pytest.approx(0.25 * 0.001)
     for p in (tmp_path / "checkpoint.pt", tmp_path / "nnet" / "best.pt"):
         assert all(bool(torch.isfinite(v).all()) for v in _load(p)["model"].values())
 
@@ -180,7 +186,8 @@ def test_nonfinite_cv_loss_rejects_the_epoch(tmp_path, corpus, schedule, losses,
     tr, cv, n = load_frame_sets(data, ali, apply_cmvn=False, delta_order=0, cv_percent=10, seed=1)
     m = Dnn(6, [8], n, context=1)
     m.init_random(0)
-    cfg = TrainConfig(optimizer="sgd", schedule=schedule, num_epochs=3, max_epochs=4, final_learn_rate=0.001)
+    cfg = TrainConfig(optimizer="sgd", schedule=schedule, num_epochs=3, max_epochs=4, final_learn_rate=0.001,
+                      num_epochs_extra=0)
     t = _Scripted(str(tmp_path), m, tr, cv, cfg, progress=False, cv_losses=losses)
     t.train()
     h = t.st["history"][1:]
@@ -278,6 +285,8 @@ def test_unreadable_checkpoint_is_one_line(tmp_path, corpus, capsys, damage):
     (["--halving-factor", "2"], "--halving-factor must be in (0, 1], not 2.0"),
     (["--start-halving-impr", "nan"], "--start-halving-impr must not be negative, not nan"),
     (["--end-halving-impr", "-0.1"], "--end-halving-impr must not be negative, not -0.1"),
+    (["--schedule", "exponential", "--num-epochs-extra", "-1"], "--num-epochs-extra must not be negative, not -1"),
+    (["--schedule", "exponential", "--num-epochs", "0"], "--num-epochs must be positive"),
     (["--momentum", "0.9"], "--momentum 0.9: only --optimizer sgd uses momentum, not ngsgd"),
     (["--optimizer", "adagrad", "--momentum", "0.5"], "only --optimizer sgd uses momentum, not adagrad"),
     (["--optimizer", "sgd", "--momentum", "1.0"], "--momentum must be in [0, 1)"),

@@ -65,8 +65,11 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-halving-impr", type=float_opt, default=d.start_halving_impr)
     p.add_argument("--end-halving-impr", type=float_opt, default=d.end_halving_impr)
     p.add_argument("--halving-factor", type=float_opt, default=d.halving_factor)
-    p.add_argument("--num-epochs", type=int_opt, default=d.num_epochs, help="exponential schedule")
+    p.add_argument("--num-epochs", type=int_opt, default=d.num_epochs,
+                   help="exponential schedule: epochs of decay from --learn-rate to --final-learn-rate")
     p.add_argument("--final-learn-rate", type=float_opt, default=d.final_learn_rate, help="exponential schedule")
+    p.add_argument("--num-epochs-extra", type=int_opt, default=d.num_epochs_extra,
+                   help="exponential schedule: epochs at --final-learn-rate after the decay")
     p.add_argument("--buffer-frames", type=int_opt, default=d.buffer_frames, help="frame randomizer size")
     p.add_argument("--checkpoint-every", type=int_opt, default=d.checkpoint_every, help="minibatches")
     p.add_argument("--seed", type=int_opt, default=d.seed)
@@ -88,7 +91,7 @@ def train_main(argv: list[str] | None = None) -> int:
                     "checkpoint_every", "hid_dim", "nn_depth", "pnorm_group")
     if a.schedule == "exponential":
         _check_positive(a, "final_learn_rate")
-    _check_not_negative(a, "splice", "delta_order", "start_halving_impr", "end_halving_impr")
+    _check_not_negative(a, "splice", "delta_order", "start_halving_impr", "end_halving_impr", "num_epochs_extra")
     if not 0.0 < a.halving_factor <= 1.0:   # newbob multiplies the learning rate by it
         fail(f"--halving-factor must be in (0, 1], not {a.halving_factor}")
     if not 0.0 < a.cv_percent < 100.0:   # (newbob and the logs need a CV set)
@@ -100,7 +103,8 @@ def train_main(argv: list[str] | None = None) -> int:
                       minibatch_size=a.minibatch_size, schedule=a.schedule, max_epochs=a.max_epochs,
                       start_halving_impr=a.start_halving_impr, end_halving_impr=a.end_halving_impr,
                       halving_factor=a.halving_factor, num_epochs=a.num_epochs,
-                      final_learn_rate=a.final_learn_rate, buffer_frames=a.buffer_frames,
+                      final_learn_rate=a.final_learn_rate, num_epochs_extra=a.num_epochs_extra,
+                      buffer_frames=a.buffer_frames,
                       checkpoint_every=a.checkpoint_every, seed=a.seed, device=a.device)
     build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, hidden_dims=[a.hid_dim] * a.nn_depth,
                     activation=a.activation, context=a.splice, pnorm_group=a.pnorm_group,

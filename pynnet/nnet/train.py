@@ -43,8 +43,9 @@ class TrainConfig:
     start_halving_impr: float = 0.01
     end_halving_impr: float = 0.001
     halving_factor: float = 0.5
-    num_epochs: int = 4               # exponential
-    final_learn_rate: float = 0.0008  # exponential
+    num_epochs: int = 4               # exponential: epochs of decay from learn_rate ...
+    final_learn_rate: float = 0.0008  # ... to this rate,
+    num_epochs_extra: int = 1         # then epochs at it (nnet2 train_pnorm_fast.sh: 15 + 5)
     buffer_frames: int = 32768
     checkpoint_every: int = 1000      # minibatches
     seed: int = 777
@@ -74,10 +75,13 @@ class Synchronizer:
         return stats
 
 
-def exponential_lr(initial: float, final: float, epoch: int, num_epochs: int) -> float:
-    """nnet2: lr = i * exp(x * ln(f/i) / n) with x = epoch - 1 and n = num_epochs - 1."""
-    n = max(num_epochs - 1, 1)
-    return initial * math.exp((epoch - 1) * math.log(final / initial) / n)
+def exponential_lr(initial: float, final: float, epochs_done: float, num_epochs: int) -> float:
+    """nnet2 train_pnorm_fast.sh: lr = i * exp(x * ln(f/i) / n) after x of the n epochs of decay,
+    f from then on. ``epochs_done`` counts the frames already trained in epochs (fractional): nnet2
+    steps the rate once per iteration (samples_per_iter frames per job), we per minibatch."""
+    if epochs_done >= num_epochs:
+        return final
+    return initial * math.exp(epochs_done * math.log(final / initial) / num_epochs)
 
 
 class _Restart(Exception):
@@ -231,14 +235,14 @@ class Trainer:
         st, cfg = self.st, self.cfg
         epoch = st["epoch"]
         chunks = plan_chunks(self.tr, epoch, cfg.seed, cfg.buffer_frames)
-        lr = st["lr"] * self.sync.lr_scale
+        exponential = cfg.schedule == "exponential"
         from tqdm import tqdm
 
         bar = tqdm(total=self.tr.num_frames, initial=st["acc"]["frames"], unit="fr", unit_scale=True,
                    desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=not self.progress, file=sys.stderr)
         loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [cfg.seed, epoch, 2])
         self.model.train()
-        self.opt.fused_lr = None if self.sync.needs_gradients else lr
+        fused = not self.sync.needs_gradients
         t0 = time.time()
         try:
             for ch in loader:
@@ -246,6 +250,10 @@ class Trainer:
                 order = ch.order.to(self.device)
                 starts = range(st["batch"] * cfg.minibatch_size, len(y), cfg.minibatch_size)
                 for b, i in enumerate(starts, st["batch"]):
+                    if exponential:
+                        st["lr"] = self._exponential_lr()
+                    lr = st["lr"] * self.sync.lr_scale
+                    self.opt.fused_lr = lr if fused else None
                     idx = order[i:i + cfg.minibatch_size]
                     xb, yb = x[idx], y[idx]
                     out = self.model(xb)
@@ -303,6 +311,8 @@ class Trainer:
         while not st["done"]:
             if cfg.schedule == "exponential":
                 st["lr"] = self._exponential_lr()
+                if st["acc"]["frames"] == 0:
+                    st["epoch_lr"] = st["lr"]
             try:
                 self.run_epoch()
                 self.check_finite(f"the end of epoch {st['epoch']}")
@@ -315,8 +325,10 @@ class Trainer:
         return st
 
     def _exponential_lr(self) -> float:
+        """The rate for the next minibatch: the epoch's position counts in (exact resume)."""
         st, cfg = self.st, self.cfg
-        return st["lr_factor"] * exponential_lr(cfg.learn_rate, cfg.final_learn_rate, st["epoch"], cfg.num_epochs)
+        done = st["epoch"] - 1 + st["acc"]["frames"] / max(self.tr.num_frames, 1)
+        return st["lr_factor"] * exponential_lr(cfg.learn_rate, cfg.final_learn_rate, done, cfg.num_epochs)
 
     def _recover(self, what: str) -> None:
         restarts = self.st["nan_restarts"] + 1
@@ -338,7 +350,9 @@ class Trainer:
         a = self.sync.reduce(dict(st["acc"]))
         tr_loss, tr_acc = a["loss"] / max(a["frames"], 1), a["correct"] / max(a["frames"], 1)
         cv_loss, cv_acc = self.evaluate(self.cv)
-        rec = {"epoch": st["epoch"], "lr": st["lr"], "train_loss": tr_loss, "train_acc": tr_acc,
+        # under the exponential schedule: the rate of the epoch's first and last minibatch
+        lr_rec = {"lr": st["epoch_lr"], "lr_last": st["lr"]} if cfg.schedule == "exponential" else {"lr": st["lr"]}
+        rec = {"epoch": st["epoch"], **lr_rec, "train_loss": tr_loss, "train_acc": tr_acc,
                "cv_loss": cv_loss, "cv_acc": cv_acc, "frames": int(a["frames"]),
                "frames_per_sec": a["frames"] / max(a["seconds"], 1e-9), "seconds": a["seconds"]}
         loss_prev = st["best_loss"]
@@ -350,7 +364,8 @@ class Trainer:
         else:
             rec["accepted"] = False
             self._restore(self._read_best())
-        log(f"epoch {st['epoch']}: lr {st['lr']:.4g} train loss {tr_loss:.4f} acc {100 * tr_acc:.2f}% | "
+        log(f"epoch {st['epoch']}: lr {rec['lr']:.4g}"
+            + (f"-{rec['lr_last']:.4g}" if "lr_last" in rec else "") + f" train loss {tr_loss:.4f} acc {100 * tr_acc:.2f}% | "
             f"CV loss {cv_loss:.4f} acc {100 * cv_acc:.2f}% | {rec['frames_per_sec']:.0f} frames/s | "
             + ("accepted" if rec["accepted"] else "REJECTED (restored the previous model)"))
         st["history"].append(rec)
@@ -358,7 +373,7 @@ class Trainer:
         st["epoch"] += 1
         st["chunk"], st["batch"], st["acc"] = 0, 0, _zero_acc()
         if cfg.schedule == "exponential":
-            st["done"] = st["epoch"] > cfg.num_epochs
+            st["done"] = st["epoch"] > cfg.num_epochs + cfg.num_epochs_extra
             return
         # nnet1 train_scheduler.sh: stop / start halving on the relative CV improvement
         rel_impr = (loss_prev - st["best_loss"]) / loss_prev if loss_prev != 0 else 0.0

@@ -22,8 +22,9 @@ max_epochs=20
 start_halving_impr=0.01
 end_halving_impr=0.001
 halving_factor=0.5
-num_epochs=4         # exponential
+num_epochs=4         # exponential: epochs of decay from learn_rate to final_learn_rate,
 final_learn_rate=0.0008
+num_epochs_extra=1   # then epochs at final_learn_rate (nnet2 train_pnorm_fast.sh: 15 + 5)
 splice=5
 apply_cmvn=auto      # per-speaker mean normalisation from <data>/cmvn.scp: true|false|auto
 delta_order=0
@@ -45,7 +46,8 @@ Options:
   --optimizer <ngsgd|sgd|adagrad>  (default $optimizer)
   --learn-rate <lr>            # per frame; gradients are sums over the minibatch (default $learn_rate)
   --minibatch-size <n>         # (default $minibatch_size)
-  --schedule <newbob|exponential>  --max-epochs <n>  --num-epochs <n>  --final-learn-rate <lr>
+  --schedule <newbob|exponential>  --max-epochs <n>  (newbob)
+  --num-epochs <n>  --final-learn-rate <lr>  --num-epochs-extra <n>  (exponential, decayed per minibatch)
   --cv-percent <p>             # utterances held out for cross-validation (default $cv_percent)
   --device <cpu|cuda>          # (default $device)
   --num-threads <n>            # threads of the training process (default $num_threads)
@@ -80,7 +82,7 @@ opts=(--nn-depth "$nn_depth" --hid-dim "$hid_dim" --activation "$activation" --o
       --learn-rate "$learn_rate" --momentum "$momentum" --minibatch-size "$minibatch_size"
       --schedule "$schedule" --max-epochs "$max_epochs" --start-halving-impr "$start_halving_impr"
       --end-halving-impr "$end_halving_impr" --halving-factor "$halving_factor" --num-epochs "$num_epochs"
-      --final-learn-rate "$final_learn_rate" --splice "$splice" --apply-cmvn "$apply_cmvn"
+      --final-learn-rate "$final_learn_rate" --num-epochs-extra "$num_epochs_extra" --splice "$splice" --apply-cmvn "$apply_cmvn"
       --delta-order "$delta_order" --cv-percent "$cv_percent" --buffer-frames "$buffer_frames"
       --checkpoint-every "$checkpoint_every" --seed "$seed" --device "$device")
 [ -n "$dbn" ] && opts+=(--dbn "$dbn")
