@@ -294,9 +294,16 @@ def test_bad_inputs(tmp_path, corpus, capsys):
     with pytest.raises(PynnetError, match="checkpoint.pt: checkpoint was written with other options"):
         build_and_train(data, ali, str(tmp_path / "e3"), cfg2, hidden_dims=[8], context=1, progress=False)
     capsys.readouterr()
-    assert train_main(["--device", "tpu", data, ali, str(tmp_path / "e4")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("ERROR (") and "--device must be cpu or cuda" in err
+    for bad in ("tpu", "cudax", "cuda:x", "cuda0", "cuda:-1"):
+        assert train_main(["--device", bad, data, ali, str(tmp_path / "e4")]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("ERROR (") and len(err.strip().splitlines()) == 1, err
+        assert f"--device must be cpu or cuda[:N], not '{bad}'" in err or (
+            "CUDA is not available" in err and not torch.cuda.is_available()), err
+    if not torch.cuda.is_available():
+        assert train_main(["--device", "cuda:0", data, ali, str(tmp_path / "e4")]) == 1
+        assert "--device cuda:0: CUDA is not available on this machine" in capsys.readouterr().err
+    assert not (tmp_path / "e4").exists()
 
 
 def test_synchronizer_hooks_and_lr_scale(tmp_path, corpus):
@@ -365,3 +372,24 @@ def test_resume_with_another_thread_count_warns(tmp_path, corpus, capsys, monkey
         assert "written with 1 torch threads, resuming with 2" in err and "already finished" in err
     finally:
         torch.set_num_threads(before)
+
+
+def test_resume_on_another_device_warns(tmp_path, corpus, capsys):
+    # a checkpoint written on a GPU resumed on the CPU (or on another GPU model or CUDA version):
+    # the run goes on, but it is not bit-identical to an uninterrupted one: say so
+    _, data, ali = corpus
+    cfg = TrainConfig(optimizer="sgd", max_epochs=2, buffer_frames=400, checkpoint_every=3)
+    ckpt = tmp_path / "checkpoint.pt"
+    build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[8], context=1, progress=False)
+    obj = torch.load(ckpt, weights_only=False)
+    assert obj["device"] == "cpu"
+    obj["device"] = "cuda (NVIDIA H200, CUDA 12.8)"
+    obj["state"]["done"] = False     # (as if it had stopped before the end)
+    torch.save(obj, ckpt)
+    capsys.readouterr()
+    build_and_train(data, ali, str(tmp_path), cfg, hidden_dims=[8], context=1, progress=False)
+    err = capsys.readouterr().err
+    assert (f"WARNING: {ckpt} was written on cuda (NVIDIA H200, CUDA 12.8), resuming on cpu: training "
+            "continues, but not bit-identical to an uninterrupted run") in err
+    assert "torch threads" not in err
+    assert torch.load(ckpt, weights_only=False)["device"] == "cpu"

@@ -19,13 +19,21 @@ def _bool(v: str) -> bool:
 
 
 def _check_device(device: str) -> None:
-    """--device: cpu, or cuda[:N] where CUDA exists (a one-line error otherwise)."""
-    if device.startswith("cuda"):
-        import torch
+    """--device: cpu, or cuda[:N] where CUDA (and device N) exists; a one-line error otherwise,
+    before any data is read."""
+    import torch
+    try:
+        d = torch.device(device)
+    except (RuntimeError, ValueError):   # 'cudax', 'cuda:x', 'gpu'
+        d = None
+    if d is None or d.type not in ("cpu", "cuda"):
+        fail(f"--device must be cpu or cuda[:N], not '{device}'")
+    if d.type == "cuda":
         if not torch.cuda.is_available():
             fail(f"--device {device}: CUDA is not available on this machine")
-    elif device != "cpu":
-        fail(f"--device must be cpu or cuda[:N], not '{device}'")
+        count = torch.cuda.device_count()
+        if (d.index or 0) >= count:
+            fail(f"--device {device}: this machine has {count} CUDA device(s) (cuda:0 to cuda:{count - 1})")
 
 
 def _check_positive(a: argparse.Namespace, *names: str) -> None:

@@ -210,7 +210,7 @@ def _reorthonormalized(R: torch.Tensor, G: torch.Tensor, error: float) -> torch.
             return L_inv.to(device=R.device, dtype=R.dtype) @ R
         except RuntimeError:
             pass
-    return _orthonormal_rows(R).to(R.dtype)
+    return _orthonormal_rows(R.cpu()).to(device=R.device, dtype=R.dtype)   # float64 on the CPU, as above
 
 
 def _orthonormal_rows(A: torch.Tensor) -> torch.Tensor:

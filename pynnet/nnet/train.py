@@ -182,7 +182,7 @@ class Trainer:
         self.check_finite(f"epoch {st['epoch']} chunk {st['chunk']} minibatch {st['batch']} (checkpoint not written)")
         obj = {"cfg": asdict(self.cfg), "state": self.st, **self._snapshot(),
                "arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
-               "threads": torch.get_num_threads(), "data": self.data_id}
+               "threads": torch.get_num_threads(), "device": device_name(self.device), "data": self.data_id}
         save_atomic(obj, self.ckpt_path)
 
     def load_checkpoint(self, obj: dict | None = None) -> bool:
@@ -198,9 +198,13 @@ class Trainer:
             fail("checkpoint was written with other options (" +
                  ", ".join(f"{k}: {old.get(k)} now {getattr(self.cfg, k)}" for k in diff) +
                  "); remove it to start over", self.ckpt_path)
-        threads = torch.get_num_threads()
-        if obj.get("threads", threads) != threads and self.device.type == "cpu":
-            # GEMMs split over another number of threads round differently
+        threads, here = torch.get_num_threads(), device_name(self.device)
+        # GEMMs on another device (GPU model, CUDA version) or split over another number of CPU
+        # threads round differently
+        if obj.get("device", here) != here:
+            log(f"WARNING: {self.ckpt_path} was written on {obj['device']}, resuming on {here}: "
+                "training continues, but not bit-identical to an uninterrupted run")
+        elif obj.get("threads", threads) != threads and self.device.type == "cpu":
             log(f"WARNING: {self.ckpt_path} was written with {obj['threads']} torch threads, resuming with "
                 f"{threads}: training continues, but not bit-identical to an uninterrupted run")
         self._restore(obj)
@@ -432,6 +436,13 @@ def plot_curve(history: list[dict], path: str) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=80)
     plt.close(fig)
+
+
+def device_name(device: torch.device) -> str:
+    """'cpu', or the GPU model and CUDA version (what decides a run's rounding)."""
+    if device.type != "cuda":
+        return device.type
+    return f"cuda ({torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda})"
 
 
 def set_threads() -> None:
