@@ -18,6 +18,7 @@ ngsgd_overhead_* compares fastest steps, ngsgd_overhead_mean_* the mean over all
 (with the estimate refresh every 4th minibatch). Prints ONE JSON line last.
 
     python bench/train_throughput.py [--threads N] [--steps 12] [--clock wall|cpu] [--quick]
+    python bench/train_throughput.py --device cuda     (the GPU: fp32 peak without TF32, same figures)
     python bench/train_throughput.py --time-preconditioner 256     (where NG-SGD's extra time goes)
 """
 from __future__ import annotations
@@ -38,11 +39,26 @@ from pynnet.nnet.optim import make_optimizer
 
 
 CLOCK = time.perf_counter
+DEVICE = torch.device("cpu")
+
+
+def _cuda_clock() -> float:
+    """Wall clock after the GPU has finished what was queued (kernels run asynchronously)."""
+    torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def _peak_size(hid: int) -> int:
+    """The square GEMM of the peak sample: about as long as a training step (a GPU runs a step
+    ~100x faster than these 2 cores, so it gets a larger one)."""
+    if hid != 2048:
+        return 1024
+    return 8192 if DEVICE.type == "cuda" else 3072
 
 
 def gemm_gflops(n: int, reps: int) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    c = torch.empty(n, n)
+    a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
+    c = torch.empty(n, n, device=DEVICE)
     torch.mm(a, b, out=c)
     best = float("inf")
     for _ in range(reps):
@@ -61,9 +77,9 @@ class GemmOnly:
         affs = model.affines
         self.wb = [_padded_empty(a.out_dim, a.in_dim + 1, like=a.wb).copy_(a.wb.detach()) for a in affs]
         self.xa = [_padded_empty(mb, a.in_dim + 1, like=a.wb).normal_() for a in affs]
-        self.g = [torch.randn(mb, a.out_dim) for a in affs]
+        self.g = [torch.randn(mb, a.out_dim, device=DEVICE) for a in affs]
         self.gx = [_padded_empty(mb, a.in_dim, like=a.wb) for a in affs]
-        self.out = [self.xa[k + 1][:, :-1] for k in range(len(affs) - 1)] + [torch.empty(mb, affs[-1].out_dim)]
+        self.out = [self.xa[k + 1][:, :-1] for k in range(len(affs) - 1)] + [torch.empty(mb, affs[-1].out_dim, device=DEVICE)]
 
     def step(self) -> None:
         L = len(self.wb)
@@ -88,6 +104,7 @@ def _runs(hid: int, out: int) -> dict:
     for name in ("sgd", "ngsgd"):
         model = Dnn(39, [hid] * 7, out, "sigmoid", context=5)
         model.init_random(0)
+        model.to(DEVICE)
         opt = make_optimizer(name, model)
         opt.fused_lr = 1e-5
         runs[name] = (model, opt)
@@ -96,8 +113,8 @@ def _runs(hid: int, out: int) -> dict:
 
 def _batches(mb: int, model: Dnn, out: int, n: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
-    return (torch.randn(mb * n, model.transform.output_dim, generator=g),
-            torch.randint(0, out, (mb * n,), generator=g))
+    return (torch.randn(mb * n, model.transform.output_dim, generator=g).to(DEVICE),
+            torch.randint(0, out, (mb * n,), generator=g).to(DEVICE))
 
 
 def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict[str, list[float]]:
@@ -126,7 +143,7 @@ def measure(mb: int, steps: int, hid: int, out: int, peaks: list[float]) -> dict
             gemm.step()
             times["gemm_only"].append(CLOCK() - t)
         if i >= start:
-            peaks.append(gemm_gflops(3072 if hid == 2048 else 1024, 1))
+            peaks.append(gemm_gflops(_peak_size(hid), 1))
             times["peak"].append(peaks[-1])
     for _, opt in runs.values():
         opt.detach()
@@ -200,9 +217,18 @@ def main() -> int:
                    help="only time NG-SGD's preconditioner calls inside steps at minibatch MB (stderr)")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="cpu: process CPU time (with --threads 1, robust to other jobs on a shared machine)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (wall clock, the GPU synchronised)")
     a = p.parse_args()
-    global CLOCK
-    CLOCK = time.process_time if a.clock == "cpu" else time.perf_counter
+    global CLOCK, DEVICE
+    DEVICE = torch.device(a.device)
+    if DEVICE.type == "cuda":
+        if a.clock == "cpu":
+            p.error("--clock cpu measures the CPU, not the GPU")
+        # fp32 means fp32: TF32 tensor cores would inflate both the peak and the steps
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        CLOCK = _cuda_clock
+    else:
+        CLOCK = time.process_time if a.clock == "cpu" else time.perf_counter
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     if a.profile:
@@ -213,13 +239,13 @@ def main() -> int:
         r = time_preconditioner(a.time_preconditioner, *((2048, 9304) if not a.quick else (256, 500)))
         print(json.dumps({"bench": "train_throughput", "minibatch": a.time_preconditioner, "threads": a.threads} | r))
         return 0
-    peaks = [gemm_gflops(3072 if not a.quick else 1024, 4) for _ in range(2)]
+    peaks = [gemm_gflops(_peak_size(2048 if not a.quick else 256), 4) for _ in range(2)]
     hid, out = (2048, 9304) if not a.quick else (256, 500)
     nparam = sum(x.wb.numel() for x in Dnn(39, [hid] * 7, out, "sigmoid", context=5).affines)
     print(f"model: 429 -> 7 x {hid} -> {out}: {nparam / 1e6:.1f}M parameters", file=sys.stderr)
     res = {"bench": "train_throughput", "threads": a.threads, "cpu": platform.processor() or platform.machine(),
            "torch": torch.__version__, "params": nparam, "loadavg_at_start": round(os.getloadavg()[0], 2),
-           "clock": a.clock}
+           "clock": a.clock, "device": str(DEVICE) if DEVICE.type == "cpu" else torch.cuda.get_device_name(DEVICE)}
     rounds = {mb: measure(mb, a.steps if mb == 256 else max(3, a.steps // 2), hid, out, peaks) for mb in (256, 1024)}
     highest = max(peaks)
     res["gemm_gflops"] = round(highest, 1)

@@ -2,7 +2,8 @@
 # The checks of the --device cuda path, as one command for a machine with CUDA and a CUDA build
 # of PyTorch (CI has no GPU; tests/test_cuda.py skips there):
 #   tools/gpu_check.sh --fetch-wheels   # here, with PyPI: put the other dependencies in .whl/
-#   tools/gpu_check.sh [out-dir]        # there: install .whl/ (no network needed), run the tests
+#   tools/gpu_check.sh [out-dir]        # there: install .whl/ (no network needed), run the tests,
+#                                       # then bench/train_throughput.py --device cuda
 # The GPU machine's own python3 is used (it holds the CUDA PyTorch); pynnet runs from the checkout.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,3 +41,5 @@ if grep -q "^SKIPPED" "$out/test_cuda.log"; then
   echo "$0: tests were skipped (listed above): the CUDA path was not fully checked" >&2
   exit 1
 fi
+# the GPU's throughput figures (docs/PERFORMANCE.md): one JSON line last
+python3 bench/train_throughput.py --device cuda 2> "$out/bench_cuda.log" | tee "$out/bench_cuda.json"
