@@ -2,7 +2,7 @@
 # Lattice decoding with a GMM model (Kaldi's steps/decode.sh), then scoring.
 # The model is <decode-dir>/../<iter>.mdl (default final.mdl); features are made as in training,
 # from <decode-dir>/../cmvn_opts and delta_opts.  Writes <decode-dir>/{lat.JOB.gz,num_jobs,log/decode.JOB.log}
-# and, unless --skip-scoring true, the scoring outputs (wer_LMWT_WIP, scoring_kaldi/...).
+# and, unless --skip-scoring true or <data-dir> has no text (unlabelled data), the scoring outputs (wer_LMWT_WIP, scoring_kaldi/...).
 
 # Begin configuration section.
 nj=4
@@ -67,7 +67,7 @@ if [ "$stage" -le 0 ]; then
     pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
       --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
       --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
-      "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "ark:|gzip -c > $dir/lat.JOB.gz"
+      "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$(decode_lat_wspec)"
   # Real-time factor summed over jobs (each job logs Kaldi's "Time taken ...s" and its frames).
   awk -v prog="$0" '/: Time taken/ {t += $5 + 0} /CPU time taken/ {c += $6 + 0}
     /Overall log-likelihood per frame/ {f += $(NF-1)}

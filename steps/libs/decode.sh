@@ -29,18 +29,31 @@ decode_setup() {
   [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
 }
 
-# decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz; a "|" word
-# pipes, as with $cmd) as JOB=1:$nj with logs $dir/log/decode.JOB.log.  On failure no lattices
-# are left and the first ERROR line of a failed job's log is the one-line reason; exit 1.
+# decode_lat_wspec: the decoding programs' lattice wspecifier, "ark:|gzip -c > $dir/lat.JOB.gz"
+# with a check of gzip's exit status: when gzip cannot write the file (disk full, a file size
+# limit: it is killed by SIGXFSZ) the job's log gets an ERROR line naming the file, which
+# decode_run_jobs gives as the reason (the decoder only sees its output pipe closed, or the pipe's
+# command fail).  No double quotes in it: run.pl passes it to bash inside double quotes.
+decode_lat_wspec() {
+  local lat="$dir/lat.JOB.gz"
+  printf '%s' "ark:|gzip -c > $lat || { echo 'ERROR (gzip): writing $lat failed (disk full or a file size limit?)' >&2; exit 1; }"
+}
+
+# decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz, see
+# decode_lat_wspec; a "|" word pipes, as with $cmd) as JOB=1:$nj with logs $dir/log/decode.JOB.log.
+# On failure no lattices are left and the one-line reason is, from the first failed job's log, the
+# lattice write failure if there was one (the pipe errors of the programs follow from it), else
+# its first ERROR line; exit 1.
 decode_run_jobs() {
   rm -f "$dir"/lat.*.gz
   # shellcheck disable=SC2086
   if ! $cmd JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
     rm -f "$dir"/lat.*.gz  # the gzip pipes leave partial lattices behind
-    local n err
+    local n err log
     for n in $(seq "$nj"); do
-      err=$(grep -m1 "^ERROR" "$dir/log/decode.$n.log" 2>/dev/null || true)
-      if [ -n "$err" ]; then echo "$0: decoding failed: $err (see $dir/log/decode.$n.log)" >&2; exit 1; fi
+      log=$dir/log/decode.$n.log
+      err=$(grep -m1 "^ERROR (gzip): writing " "$log" 2>/dev/null || grep -m1 "^ERROR" "$log" 2>/dev/null || true)
+      if [ -n "$err" ]; then echo "$0: decoding failed: $err (see $log)" >&2; exit 1; fi
     done
     echo "$0: decoding failed, see $dir/log/decode.*.log" >&2
     exit 1
@@ -49,14 +62,21 @@ decode_run_jobs() {
 
 # decode_score: unless --skip-scoring true, score the lattices with the recipe's local/score.sh
 # if it has one, else steps/score_kaldi.sh (as Kaldi's decoding scripts); a failure exits 1.
+# Data without a transcript (no <data>/text: unlabelled data) is decoded, not scored: one line says
+# so and the script goes on (exit 0).
 decode_score() {
-  if ! $skip_scoring; then
-    if [ -x local/score.sh ]; then
-      # shellcheck disable=SC2086
-      local/score.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
-    else
-      # shellcheck disable=SC2086
-      steps/score_kaldi.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
-    fi
+  if $skip_scoring; then
+    return 0
+  fi
+  if [ ! -f "$data/text" ]; then
+    echo "$0: no $data/text: lattices written to $dir, not scoring"
+    return 0
+  fi
+  if [ -x local/score.sh ]; then
+    # shellcheck disable=SC2086
+    local/score.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
+  else
+    # shellcheck disable=SC2086
+    steps/score_kaldi.sh $scoring_opts --cmd "$cmd" "$data" "$graphdir" "$dir" || exit 1
   fi
 }

@@ -3,7 +3,8 @@
 # pseudo-log-likelihoods (log posterior - log prior) which pynnet-decode-faster-mapped decodes over
 # HCLG into lattices; then scoring. The DNN is <decode-dir>/../final.nnet and the transition model
 # <decode-dir>/../final.mdl (steps/nnet/train.sh copies it from the alignment dir).
-# Writes <decode-dir>/{lat.JOB.gz,num_jobs,log/decode.JOB.log} and the scoring outputs.
+# Writes <decode-dir>/{lat.JOB.gz,num_jobs,log/decode.JOB.log} and the scoring outputs
+# (none when <data-dir> has no text: unlabelled data is decoded, not scored).
 
 # Begin configuration section.
 nj=4
@@ -67,7 +68,7 @@ if [ "$stage" -le 0 ]; then
     pynnet-decode-faster-mapped --max-active $max_active --min-active $min_active --beam $beam \
       --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
       --word-symbol-table "$graphdir/words.txt" "$model" "$graphdir/HCLG.fst" ark:- \
-      "ark:|gzip -c > $dir/lat.JOB.gz"
+      "$(decode_lat_wspec)"
 fi
 
 decode_score

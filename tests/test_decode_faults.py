@@ -1,0 +1,135 @@
+"""steps/nnet/decode.sh and steps/decode.sh when things go wrong around the decoding itself:
+the lattices cannot be written (disk full, a file size limit), and a data dir without ``text``
+(unlabelled data: decode, do not score)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from pynnet.nnet.model import Dnn, save_model
+from pynnet.nnet.toy import make_toy_corpus, make_toy_graph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
+    env["LC_ALL"] = "C"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def dnn_setup(tmp_path_factory):
+    """A toy word corpus (with text), its word-loop HCLG, and an exp dir with an untrained DNN
+    (random weights, priors from counts) and the corpus's final.mdl: enough to decode."""
+    root = tmp_path_factory.mktemp("decfault")
+    data, ali = make_toy_corpus(str(root), num_utts=8, num_words=8, frames=(30, 60))
+    make_toy_graph(str(root / "graph"), 8)
+    exp = root / "exp" / "dnn"
+    exp.mkdir(parents=True)
+    m = Dnn(6, [16], 12, "sigmoid", context=2, input_pipeline={"apply_cmvn": True, "delta_order": 0})
+    m.init_random(7)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        m.affines[-1].wb.normal_()
+    m.set_priors_from_counts(np.arange(1, 13, dtype=float))
+    save_model(exp / "final.nnet", m)
+    shutil.copy(os.path.join(ali, "final.mdl"), exp / "final.mdl")
+    return root, data, exp
+
+
+def _decode(script, *args, ulimit_f=None, timeout=120):
+    cmd = " ".join(f"'{a}'" for a in [script, *args])
+    if ulimit_f is not None:
+        cmd = f"ulimit -f {ulimit_f}; {cmd}"
+    return subprocess.run(["bash", "-c", cmd], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _lattice_write_fails(dec, r, script):
+    """The one-line reason names the lattice file and says that writing it failed; rc 1, no lattices."""
+    assert r.returncode == 1, r.stdout + r.stderr
+    reason = [ln for ln in r.stderr.splitlines() if "decoding failed" in ln]
+    assert len(reason) == 1, r.stderr
+    assert reason[0].startswith(f"{script}: decoding failed: "), reason[0]
+    assert "lat.1.gz" in reason[0] and "writing" in reason[0] and "failed" in reason[0], reason[0]
+    assert "disk full or a file size limit" in reason[0], reason[0]
+    assert "closed by its reader" not in reason[0], reason[0]
+    assert not list(dec.glob("lat.*.gz")), list(dec.glob("lat.*"))
+    assert not os.path.exists(dec / "scoring_kaldi")
+
+
+def test_dnn_decode_lattice_write_failure_names_the_file(dnn_setup):
+    root, data, exp = dnn_setup
+    dec = exp / "dec_ulimit"
+    # 16 KiB: the job's gzipped lattices (~40 KiB) do not fit, its log (~2 KiB) and the split dir do
+    r = _decode("steps/nnet/decode.sh", "--nj", "1", str(root / "graph"), data, str(dec), ulimit_f=16)
+    _lattice_write_fails(dec, r, "steps/nnet/decode.sh")
+    log = (dec / "log" / "decode.1.log").read_text()
+    assert f"ERROR (gzip): writing {dec}/lat.1.gz failed" in log, log
+    # without the limit the same decode succeeds (the limit alone made it fail), and is scored
+    r = _decode("steps/nnet/decode.sh", "--nj", "1", "--scoring-opts", "--min-lmwt 9 --max-lmwt 10",
+                str(root / "graph"), data, str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (dec / "lat.1.gz").stat().st_size > 16 * 1024
+    assert (dec / "scoring_kaldi" / "best_wer").exists()
+
+
+def test_dnn_decode_without_text_decodes_and_does_not_score(dnn_setup):
+    root, data, exp = dnn_setup
+    unlab = root / "unlabelled"
+    shutil.copytree(data, unlab)
+    os.unlink(unlab / "text")
+    dec = exp / "dec_unlab"
+    r = _decode("steps/nnet/decode.sh", "--nj", "1", str(root / "graph"), str(unlab), str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert f"steps/nnet/decode.sh: no {unlab}/text: lattices written to {dec}, not scoring" in out, out
+    assert "score_kaldi" not in out and "ERROR" not in out, out
+    assert out.rstrip().endswith(f"steps/nnet/decode.sh: done decoding {dec}"), out
+    assert (dec / "lat.1.gz").stat().st_size > 0 and not (dec / "scoring_kaldi").exists()
+
+
+@pytest.fixture(scope="module")
+def gmm_setup(tmp_path_factory):
+    from test_decode import UTTS, Toy, _setup_exp
+    root = tmp_path_factory.mktemp("decfault_gmm")
+    exp, graph, data = _setup_exp(root, Toy(), UTTS)
+    return exp, graph, data
+
+
+def test_gmm_decode_lattice_write_failure_names_the_file(gmm_setup):
+    exp, graph, data = gmm_setup
+    dec = exp / "dec_ulimit"
+    # 8 KiB: the gzipped lattices (~20 KiB) do not fit, the log (~2 KiB) does
+    r = _decode("steps/decode.sh", "--nj", "1", str(graph), str(data), str(dec), ulimit_f=8)
+    _lattice_write_fails(dec, r, "steps/decode.sh")
+
+
+def test_gmm_decode_without_text_decodes_and_does_not_score(gmm_setup, tmp_path):
+    exp, graph, data = gmm_setup
+    unlab = tmp_path / "unlabelled"
+    shutil.copytree(data, unlab)
+    os.unlink(unlab / "text")
+    dec = exp / "dec_unlab"
+    r = _decode("steps/decode.sh", "--nj", "2", str(graph), str(unlab), str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert f"steps/decode.sh: no {unlab}/text: lattices written to {dec}, not scoring" in out, out
+    assert (dec / "lat.1.gz").exists() and (dec / "lat.2.gz").exists() and not (dec / "scoring_kaldi").exists()
+    # --skip-scoring true: decoded, nothing said about scoring
+    dec = exp / "dec_unlab_skip"
+    r = _decode("steps/decode.sh", "--nj", "1", "--skip-scoring", "true", str(graph), str(unlab), str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "not scoring" not in r.stdout + r.stderr and (dec / "lat.1.gz").exists()
+    # --stage 1 (only score) on the unlabelled data: the same line, exit 0
+    r = _decode("steps/decode.sh", "--stage", "1", str(graph), str(unlab), str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"no {unlab}/text: lattices written to {dec}, not scoring" in r.stdout, r.stdout + r.stderr
