@@ -215,6 +215,25 @@ def test_device_option_errors_are_one_line(corpus, capsys):
     assert not (root / "dbn_bad" / "final.dbn").exists()
 
 
+@pytest.mark.parametrize("opts,msg", [
+    (["--apply-cmvn", "yes"], "argument --apply-cmvn: invalid choice: 'yes'"),
+    (["--seed", "-1"], "--seed must not be negative, not -1"),
+    (["--rbm-lrate", "-1"], "--rbm-lrate must be positive, not -1.0"),
+    (["--rbm-lrate", "nan"], "--rbm-lrate must be positive, not nan"),
+    (["--rbm-lrate-low", "inf"], "--rbm-lrate-low must be positive and finite, not inf"),
+    (["--rbm-l2penalty", "-5"], "--rbm-l2penalty must not be negative, not -5.0"),
+])
+def test_option_errors_before_any_work(corpus, capsys, opts, msg):
+    # one line, and nothing written (these were tracebacks after the feature transform was
+    # written, or silently trained with a negative step)
+    root, data, _ = corpus
+    out = root / "dbn_opt"
+    assert rbm_main([*opts, data, str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR (") and err.strip().count("\n") == 0 and msg in err, err
+    assert not out.exists()
+
+
 def test_utt2num_frames_bad_value_and_stale_count(tmp_path, capsys):
     data, _ = make_toy_corpus(str(tmp_path), num_utts=8)
     lines = open(f"{data}/utt2num_frames").read().splitlines()

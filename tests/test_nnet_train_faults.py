@@ -285,6 +285,9 @@ def test_unreadable_checkpoint_is_one_line(tmp_path, corpus, capsys, damage):
     (["--halving-factor", "2"], "--halving-factor must be in (0, 1], not 2.0"),
     (["--start-halving-impr", "nan"], "--start-halving-impr must not be negative, not nan"),
     (["--end-halving-impr", "-0.1"], "--end-halving-impr must not be negative, not -0.1"),
+    (["--learn-rate", "inf"], "--learn-rate must be positive and finite, not inf"),
+    (["--apply-cmvn", "yes"], "argument --apply-cmvn: invalid choice: 'yes'"),
+    (["--seed", "-1"], "--seed must not be negative, not -1"),
     (["--schedule", "exponential", "--num-epochs-extra", "-1"], "--num-epochs-extra must not be negative, not -1"),
     (["--schedule", "exponential", "--num-epochs", "0"], "--num-epochs must be positive"),
     (["--momentum", "0.9"], "--momentum 0.9: only --optimizer sgd uses momentum, not ngsgd"),
@@ -380,3 +383,107 @@ def test_forward_unreadable_features_is_one_line(tmp_path, corpus, capsys, kind)
     assert forward_main([str(tmp_path / "m.nnet"), spec, f"ark:{out}"]) == 1
     _one_line_error(capsys.readouterr().err, "ERROR (", name)
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ --dbn: the options it decides
+@pytest.fixture(scope="module")
+def dbn(corpus):
+    root, data, _ = corpus
+    out = root / "dbn16"
+    assert rbm_main(["--nn-depth", "1", "--hid-dim", "16", "--rbm-iter", "1", "--splice", "2", "--buffer-frames", "400",
+                     data, str(out)]) == 0
+    return str(out / "final.dbn")
+
+
+@pytest.mark.parametrize("opts,msg", [
+    (["--splice", "5"], "--splice 5: the DBN has 2; leave it out with --dbn"),
+    (["--activation", "relu"], "--activation relu: the DBN has sigmoid; leave it out with --dbn"),
+    (["--nn-depth", "2"], "--nn-depth 2: the DBN has 1; leave it out with --dbn"),
+    (["--hid-dim", "8"], "--hid-dim 8: the DBN has 16; leave it out with --dbn"),
+])
+def test_dbn_options_that_disagree_are_refused(tmp_path, corpus, dbn, capsys, opts, msg):
+    # they used to be ignored silently (the DBN's shape won)
+    _, data, ali = corpus
+    capsys.readouterr()
+    assert train_main(["--max-epochs", "1", "--buffer-frames", "400", "--dbn", dbn, *opts, data, ali,
+                       str(tmp_path / "e")]) == 1
+    _one_line_error(capsys.readouterr().err, f"{dbn}: {msg}")
+    assert not (tmp_path / "e").exists()
+
+
+def test_a_rerun_with_another_initialisation_is_refused(tmp_path, corpus, dbn, capsys):
+    # a killed random-init run rerun with --dbn (or a DBN run rerun without it / with another DBN)
+    # must not resume the model it did not ask for
+    _, data, ali = corpus
+    exp = str(tmp_path / "e")
+    base = ["--buffer-frames", "400", "--checkpoint-every", "4", "--splice", "2"]
+    assert train_main([*base, "--max-epochs", "1", "--nn-depth", "1", "--hid-dim", "16", data, ali, exp]) == 0
+    capsys.readouterr()
+    assert train_main(["--buffer-frames", "400", "--checkpoint-every", "4", "--max-epochs", "1", "--dbn", dbn,
+                       data, ali, exp]) == 1
+    _one_line_error(capsys.readouterr().err, f"{exp}/checkpoint.pt: was started from random initialisation, "
+                    "not from the DBN with weights sha1 ", f"(--dbn {dbn}); remove the exp dir to start over")
+    # without a checkpoint (killed before the first one), nnet.init says the same
+    os.unlink(f"{exp}/checkpoint.pt")
+    assert train_main(["--buffer-frames", "400", "--max-epochs", "1", "--dbn", dbn, data, ali, exp]) == 1
+    _one_line_error(capsys.readouterr().err, f"{exp}/nnet.init: was started from random initialisation")
+    # the other way round
+    exp2 = str(tmp_path / "e2")
+    assert train_main(["--buffer-frames", "400", "--max-epochs", "1", "--dbn", dbn, data, ali, exp2]) == 0
+    capsys.readouterr()
+    assert train_main([*base, "--max-epochs", "1", "--nn-depth", "1", "--hid-dim", "16", data, ali, exp2]) == 1
+    _one_line_error(capsys.readouterr().err, f"{exp2}/checkpoint.pt: was started from the DBN with weights sha1 ",
+                    "not from random initialisation (--dbn not given)")
+
+
+def test_alignments_that_never_match_the_features(tmp_path, corpus, capsys):
+    # every alignment 3 frames short: each utterance is skipped with a warning, and the error says
+    # why there is nothing to train on (it blamed the global CMVN)
+    from pynnet.hmm.ali_io import read_alignments, write_alignments
+    _, data, ali = corpus
+    short = tmp_path / "ali_short"
+    short.mkdir()
+    (short / "final.mdl").write_bytes(open(f"{ali}/final.mdl", "rb").read())
+    write_alignments(str(short / "ali.1.gz"), {u: a[:-3] for u, a in read_alignments(ali).items()})
+    capsys.readouterr()
+    assert train_main([*SMALL, data, str(short), str(tmp_path / "e")]) == 1
+    err = capsys.readouterr().err
+    assert "feature frames but" in err and "alignment frames; skipping" in err
+    _one_line_error(err, "feats.scp: no usable training frames for the global CMVN: every utterance was skipped "
+                    "(its alignment length differs from its features', or NaN/inf: the warnings above)")
+
+
+def test_identical_runs_write_identical_files(tmp_path, corpus):
+    # byte for byte (cmp, md5sum): no temp-file name inside the archive, no timings in the model
+    _, data, ali = corpus
+    for run in ("a", "b"):
+        assert train_main([*SMALL, "--max-epochs", "2", data, ali, str(tmp_path / run)]) == 0
+    for f in ("nnet.init", "final.nnet"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    hist = _load(tmp_path / "a" / "final.nnet")["history"]
+    assert len(hist) == 3 and all("seconds" not in h and "frames_per_sec" not in h for h in hist)
+    import json
+    assert all("frames_per_sec" in h for h in json.load(open(tmp_path / "a" / "log" / "train.json"))[1:])
+
+
+def test_progress_bars_go_to_the_terminal_not_the_log(monkeypatch):
+    import builtins
+    import io
+
+    import pynnet.io.progress as progress
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    monkeypatch.setattr(progress, "_tty", None)
+    monkeypatch.delenv("PYNNET_PROGRESS_TTY", raising=False)
+    assert progress.progress_stream() is None          # a log file or a pipe: no bars
+    monkeypatch.setenv("PYNNET_PROGRESS_TTY", "1")      # train.sh: its own stderr is a terminal
+    real_open, tty = builtins.open, io.StringIO()
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: tty if f == "/dev/tty" else real_open(f, *a, **k))
+    assert progress.progress_stream() is tty
+    monkeypatch.setattr(progress, "_tty", None)
+
+    def no_tty(f, *a, **k):
+        if f == "/dev/tty":
+            raise OSError(6, "No such device or address")
+        return real_open(f, *a, **k)
+    monkeypatch.setattr(builtins, "open", no_tty)       # a batch job: no controlling terminal
+    assert progress.progress_stream() is None

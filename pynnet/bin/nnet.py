@@ -3,6 +3,7 @@ pynnet-nnet-info."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -10,12 +11,7 @@ from pynnet.bin._cli import cli
 from pynnet.bin._opts import float_opt, int_opt
 from pynnet.bin._opts import parser as _parser
 from pynnet.io.errors import fail
-
-
-def _bool(v: str) -> bool:
-    if v not in ("true", "false"):
-        raise argparse.ArgumentTypeError("must be true or false")
-    return v == "true"
+from pynnet.io.progress import progress_stream
 
 
 def _check_device(device: str) -> None:
@@ -38,20 +34,40 @@ def _check_device(device: str) -> None:
 
 def _check_positive(a: argparse.Namespace, *names: str) -> None:
     for name in names:
-        if not getattr(a, name) > 0:   # (not <= 0: catches nan too)
-            fail(f"--{name.replace('_', '-')} must be positive, not {getattr(a, name)}")
+        v = getattr(a, name)
+        if not 0 < v < math.inf:   # (not v <= 0: catches nan too)
+            fail(f"--{name.replace('_', '-')} must be positive{' and finite' if v == math.inf else ''}, not {v}")
 
 
 def _check_not_negative(a: argparse.Namespace, *names: str) -> None:
     for name in names:
-        if not getattr(a, name) >= 0:   # (catches nan too)
-            fail(f"--{name.replace('_', '-')} must not be negative, not {getattr(a, name)}")
+        v = getattr(a, name)
+        if not 0 <= v < math.inf:   # (catches nan too)
+            fail(f"--{name.replace('_', '-')} must not be negative{' and finite' if v == math.inf else ''}, not {v}")
 
 
 def _apply_cmvn(v: str, data_dir: str) -> bool:
     if v == "auto":
         return os.path.exists(os.path.join(data_dir, "cmvn.scp"))
-    return _bool(v)
+    return v == "true"
+
+
+def _dbn_shape(a: argparse.Namespace, shape: dict) -> None:
+    """With --dbn the DBN decides the hidden layers and the splicing: take them from it, and refuse
+    given options that say otherwise (they would be ignored)."""
+    from pynnet.nnet.rbm import load_dbn
+    dbn = load_dbn(a.dbn)
+    hidden = [int(layer["W"].shape[0]) for layer in dbn["layers"]]
+    have = {"nn_depth": len(hidden), "activation": "sigmoid", "splice": dbn["context"]}
+    if len(set(hidden)) == 1:
+        have["hid_dim"] = hidden[0]
+    elif a.hid_dim is not None:
+        fail(f"--hid-dim {a.hid_dim}: the DBN's hidden layers have {hidden} units; leave it out with --dbn", a.dbn)
+    for k, v in have.items():
+        given = getattr(a, k)
+        if given is not None and given != v:
+            fail(f"--{k.replace('_', '-')} {given}: the DBN has {v}; leave it out with --dbn", a.dbn)
+    shape.update(have)
 
 
 @cli
@@ -82,12 +98,16 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint-every", type=int_opt, default=d.checkpoint_every, help="minibatches")
     p.add_argument("--seed", type=int_opt, default=d.seed)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--nn-depth", type=int_opt, default=6)
-    p.add_argument("--hid-dim", type=int_opt, default=2048)
-    p.add_argument("--activation", default="sigmoid", choices=["sigmoid", "relu", "pnorm"])
+    # the model's shape: without --dbn these or their defaults; with --dbn the DBN's (given ones
+    # must agree with it)
+    shape = {"nn_depth": 6, "hid_dim": 2048, "activation": "sigmoid", "splice": 5}
+    p.add_argument("--nn-depth", type=int_opt, help=f"hidden layers (default {shape['nn_depth']}; --dbn: its)")
+    p.add_argument("--hid-dim", type=int_opt, help=f"units per hidden layer (default {shape['hid_dim']}; --dbn: its)")
+    p.add_argument("--activation", choices=["sigmoid", "relu", "pnorm"], help="default sigmoid (--dbn: sigmoid)")
     p.add_argument("--pnorm-group", type=int_opt, default=10)
-    p.add_argument("--splice", type=int_opt, default=5)
-    p.add_argument("--apply-cmvn", default="auto", help="per-speaker mean normalisation: true|false|auto")
+    p.add_argument("--splice", type=int_opt, help=f"frames of context each side (default {shape['splice']}; --dbn: its)")
+    p.add_argument("--apply-cmvn", default="auto", choices=["true", "false", "auto"],
+                   help="per-speaker mean normalisation from <data>/cmvn.scp (auto: where it exists)")
     p.add_argument("--delta-order", type=int_opt, default=0)
     p.add_argument("--cv-percent", type=float_opt, default=10.0)
     p.add_argument("--dbn", default="", help="initialise the hidden layers from this DBN (final.dbn)")
@@ -95,11 +115,17 @@ def train_main(argv: list[str] | None = None) -> int:
     _check_device(a.device)
     # before any data is read (that can take minutes on a real corpus)
     from pynnet.nnet.optim import check_momentum
+    if a.dbn:
+        _dbn_shape(a, shape)
+    for k, v in shape.items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
     _check_positive(a, "learn_rate", "minibatch_size", "max_epochs", "num_epochs", "buffer_frames",
                     "checkpoint_every", "hid_dim", "nn_depth", "pnorm_group")
     if a.schedule == "exponential":
         _check_positive(a, "final_learn_rate")
-    _check_not_negative(a, "splice", "delta_order", "start_halving_impr", "end_halving_impr", "num_epochs_extra")
+    _check_not_negative(a, "splice", "delta_order", "start_halving_impr", "end_halving_impr", "num_epochs_extra",
+                        "seed")
     if not 0.0 < a.halving_factor <= 1.0:   # newbob multiplies the learning rate by it
         fail(f"--halving-factor must be in (0, 1], not {a.halving_factor}")
     if not 0.0 < a.cv_percent < 100.0:   # (newbob and the logs need a CV set)
@@ -117,7 +143,7 @@ def train_main(argv: list[str] | None = None) -> int:
     build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, hidden_dims=[a.hid_dim] * a.nn_depth,
                     activation=a.activation, context=a.splice, pnorm_group=a.pnorm_group,
                     apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
-                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, progress=sys.stderr.isatty())
+                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, progress=progress_stream() is not None)
     return 0
 
 
@@ -139,14 +165,15 @@ def rbm_main(argv: list[str] | None = None) -> int:
     p.add_argument("--minibatch-size", type=int_opt, default=d.minibatch_size)
     p.add_argument("--buffer-frames", type=int_opt, default=d.buffer_frames)
     p.add_argument("--splice", type=int_opt, default=5)
-    p.add_argument("--apply-cmvn", default="auto")
+    p.add_argument("--apply-cmvn", default="auto", choices=["true", "false", "auto"])
     p.add_argument("--delta-order", type=int_opt, default=0)
     p.add_argument("--seed", type=int_opt, default=d.seed)
     p.add_argument("--device", default=d.device, help="cpu | cuda[:N]")
     a = p.parse_args(argv)
     _check_device(a.device)
-    _check_positive(a, "nn_depth", "hid_dim", "rbm_iter", "minibatch_size", "buffer_frames")
-    _check_not_negative(a, "splice", "delta_order")
+    _check_positive(a, "nn_depth", "hid_dim", "rbm_iter", "minibatch_size", "buffer_frames", "rbm_lrate",
+                    "rbm_lrate_low")
+    _check_not_negative(a, "splice", "delta_order", "rbm_l2penalty", "seed")
     from pynnet.nnet.train import set_threads
     set_threads()
     cfg = RbmConfig(minibatch_size=a.minibatch_size, lr_gb=a.rbm_lrate_low, lr_bb=a.rbm_lrate,

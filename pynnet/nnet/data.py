@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.progress import progress_stream
 from pynnet.io.tables import read_table_lines
 
 
@@ -233,7 +234,8 @@ def global_cmvn(fs: FrameSet, max_frames: int = 2_000_000, progress: bool = True
         utts = [utts[i] for i in rng.permutation(len(utts))]
     s = s2 = None
     n = 0
-    for u in tqdm(utts, desc="global CMVN", unit="utt", disable=not progress, file=sys.stderr):
+    stream = progress_stream() if progress else None
+    for u in tqdm(utts, desc="global CMVN", unit="utt", disable=stream is None, file=stream):
         ex = read_example(fs, u)
         if ex is None:
             continue
@@ -244,7 +246,9 @@ def global_cmvn(fs: FrameSet, max_frames: int = 2_000_000, progress: bool = True
         if n >= max_frames:
             break
     if n == 0:
-        fail("no training frames to compute the global CMVN from", fs.reader.feats_scp)
+        fail(f"no usable training frames for the global CMVN: every utterance was skipped (its "
+             f"{fs.lengths_from} length differs from its features', or NaN/inf: the warnings above)",
+             fs.reader.feats_scp)
     mean = s / n
     var = np.maximum(s2 / n - mean * mean, 1e-10)
     return mean, np.sqrt(var)

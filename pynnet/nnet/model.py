@@ -349,7 +349,10 @@ def save_atomic(obj, path: str | os.PathLike) -> None:
     C++ backtrace); nothing is left behind."""
     with atomic_path(path) as tmp:
         try:
-            torch.save(obj, tmp)
+            # through a file object: the archive inside is then named 'archive', not after the
+            # temp file, so identical runs write identical bytes
+            with open(tmp, "wb") as f:
+                torch.save(obj, f)
         except RuntimeError as e:    # torch's zip writer: the errno is lost
             first = (str(e).strip().splitlines() or [""])[0]
             fail(f"cannot write it (disk full or a file size limit?): {first}", path)

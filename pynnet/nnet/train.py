@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -27,6 +26,7 @@ import torch.nn.functional as F
 
 from pynnet.io.atomic import atomic_path, atomic_write
 from pynnet.io.errors import fail
+from pynnet.io.progress import progress_stream
 from pynnet.nnet.data import ChunkLoader, FrameSet, log, plan_chunks
 from pynnet.nnet.model import Dnn, model_from_dict, save_atomic, save_model
 from pynnet.nnet.optim import Optimizer, make_optimizer
@@ -116,6 +116,26 @@ def data_fingerprint(tr: FrameSet, cv: FrameSet, cv_percent: float | None) -> di
         h.update(t.tobytes())
     return {"cv_percent": cv_percent, "num_train_utts": len(tr.utts), "train_utts_sha1": utts_sha1(tr.utts),
             "num_cv_utts": len(cv.utts), "cv_utts_sha1": utts_sha1(cv.utts), "targets_sha1": h.hexdigest()}
+
+
+def init_fingerprint(dbn: dict | None) -> str:
+    """What a run's model starts from (kept with its checkpoint and nnet.init): a rerun with
+    another --dbn, or without one, must not resume it."""
+    if dbn is None:
+        return "random initialisation"
+    h = hashlib.sha1()
+    for part in [*dbn["layers"], dbn["transform"]]:
+        for k in sorted(part):
+            if isinstance(part[k], torch.Tensor):
+                h.update(k.encode())
+                h.update(part[k].detach().cpu().contiguous().numpy().tobytes())
+    return f"the DBN with weights sha1 {h.hexdigest()[:12]}"
+
+
+def check_same_init(have: str | None, want: str, dbn_path: str | None, path: str) -> None:
+    if have is not None and have != want:   # (files from before the field: not checked)
+        fail(f"was started from {have}, not from {want} (--dbn {dbn_path or 'not given'}); "
+             "remove the exp dir to start over", path)
 
 
 def check_same_data(obj: dict, data: dict, path: str) -> None:
@@ -231,7 +251,7 @@ class Trainer:
             loader.close()
         s = self.sync.reduce({"loss": loss_sum, "correct": correct, "frames": n})
         if s["frames"] == 0:
-            fail("the CV set has no usable frames")
+            fail("the CV set has no usable frames (every CV utterance was skipped: the warnings above)")
         return s["loss"] / s["frames"], s["correct"] / s["frames"]
 
     # ------------------------------------------------------------ one epoch (from a position)
@@ -242,8 +262,9 @@ class Trainer:
         exponential = cfg.schedule == "exponential"
         from tqdm import tqdm
 
+        stream = progress_stream() if self.progress else None
         bar = tqdm(total=self.tr.num_frames, initial=st["acc"]["frames"], unit="fr", unit_scale=True,
-                   desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=not self.progress, file=sys.stderr)
+                   desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=stream is None, file=stream)
         loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [cfg.seed, epoch, 2])
         self.model.train()
         fused = not self.sync.needs_gradients
@@ -352,7 +373,10 @@ class Trainer:
     def _end_epoch(self) -> None:
         st, cfg = self.st, self.cfg
         a = self.sync.reduce(dict(st["acc"]))
-        tr_loss, tr_acc = a["loss"] / max(a["frames"], 1), a["correct"] / max(a["frames"], 1)
+        if a["frames"] == 0:
+            fail(f"no usable training frames in epoch {st['epoch']} (every training utterance was skipped: "
+                 "the warnings above)", self.tr.reader.feats_scp)
+        tr_loss, tr_acc = a["loss"] / a["frames"], a["correct"] / a["frames"]
         cv_loss, cv_acc = self.evaluate(self.cv)
         # under the exponential schedule: the rate of the epoch's first and last minibatch
         lr_rec = {"lr": st["epoch_lr"], "lr_last": st["lr"]} if cfg.schedule == "exponential" else {"lr": st["lr"]}
@@ -410,7 +434,9 @@ class Trainer:
         final = model_from_dict({"arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
                                  "state_dict": best["model"]})
         hist = self.st["history"]
-        save_model(os.path.join(self.dir, "final.nnet"), final, {"history": hist})
+        # the history without the timings (log/train.json has them): identical runs, identical bytes
+        timeless = [{k: v for k, v in h.items() if k not in ("seconds", "frames_per_sec")} for h in hist]
+        save_model(os.path.join(self.dir, "final.nnet"), final, {"history": timeless})
         log(f"{self.dir}/final.nnet: CV loss {self.st['best_loss']:.4f} after {len(hist) - 1} epochs")
 
 
@@ -468,7 +494,7 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``."""
     from pynnet.io.tables import write_table
     from pynnet.nnet.data import global_cmvn, load_frame_sets, pdf_counts
-    from pynnet.nnet.model import load_model
+    from pynnet.nnet.model import load_model_file
 
     set_threads()
     seed_everything(cfg.seed)
@@ -477,16 +503,20 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     obj = read_checkpoint(ckpt) if os.path.exists(ckpt) else None   # unreadable: fail before the data
     # (handed to the Trainer, which resumes from it without reading the file again)
     pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
+    dbn = None
     if dbn_path:
         from pynnet.nnet.rbm import load_dbn
         dbn = load_dbn(dbn_path)
         if dbn["input_pipeline"] != pipeline:
             fail(f"the DBN was trained on features with {dbn['input_pipeline']}, not {pipeline}", dbn_path)
+    init_id = init_fingerprint(dbn)
+    if obj is not None:
+        check_same_init((obj.get("data") or {}).get("init"), init_id, dbn_path, ckpt)
     tr, cv, num_pdfs = load_frame_sets(data_dir, ali_dir, apply_cmvn=apply_cmvn, delta_order=delta_order,
                                        cv_percent=cv_percent, seed=cfg.seed, targets=targets)
     log(f"{len(tr.utts)} training utterances ({tr.num_frames} frames), {len(cv.utts)} CV utterances "
         f"({cv.num_frames} frames), {num_pdfs} pdfs")
-    data_id = data_fingerprint(tr, cv, cv_percent)
+    data_id = data_fingerprint(tr, cv, cv_percent) | {"init": init_id}
     init_path = os.path.join(exp_dir, "nnet.init")
     if obj is not None:
         # before the lists are rewritten: they must keep describing the checkpoint's split
@@ -498,7 +528,9 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
                                  "state_dict": obj["model"]})
         _check_same_model(model, ckpt, dbn_path, hidden_dims, activation, context, pipeline)
     elif os.path.exists(init_path):
-        model = load_model(init_path)
+        init_obj = load_model_file(init_path)
+        check_same_init(init_obj.get("init"), init_id, dbn_path, init_path)
+        model = model_from_dict(init_obj)
         _check_same_model(model, init_path, dbn_path, hidden_dims, activation, context, pipeline)
         log(f"using the existing {init_path}")
     else:
@@ -518,7 +550,7 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
         # Kaldi nnet1's prior file (analyze-counts output: a text vector)
         with atomic_write(os.path.join(exp_dir, "ali_train_pdf.counts")) as f:
             f.write("[ " + " ".join(str(int(c)) for c in counts) + " ]\n")
-        save_model(init_path, model)
+        save_model(init_path, model, {"init": init_id})
         log(f"wrote {init_path}: {model.num_params()} parameters, "
             f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
     if model.arch["output_dim"] != num_pdfs:

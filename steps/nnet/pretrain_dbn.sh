@@ -60,6 +60,7 @@ if [ -n "$cmd" ]; then
   $cmd "$dir/log/pretrain.log" pynnet-rbm-train "${opts[@]}" "$data" "$dir" || {
     echo "$0: pretraining failed: $(grep -m1 '^ERROR' "$dir/log/pretrain.log") (see $dir/log/pretrain.log)" >&2; exit 1; }
 else
+  [ -t 2 ] && export PYNNET_PROGRESS_TTY=1   # progress bars on the terminal, not in the log
   pynnet-rbm-train "${opts[@]}" "$data" "$dir" 2> >(tee -a "$dir/log/pretrain.log" >&2) || {
     echo "$0: pretraining failed (see $dir/log/pretrain.log)" >&2; exit 1; }
 fi

@@ -10,9 +10,9 @@
 # Begin configuration section.
 cmd=            # if set (e.g. run.pl), run the training through it (log in <exp-dir>/log/train.log)
 dbn=            # initialise the hidden layers from this DBN (steps/nnet/pretrain_dbn.sh)
-nn_depth=6
-hid_dim=2048
-activation=sigmoid   # sigmoid | relu | pnorm
+nn_depth=            # hidden layers (empty: 6, or the DBN's with --dbn)
+hid_dim=             # units per hidden layer (empty: 2048, or the DBN's)
+activation=          # sigmoid | relu | pnorm (empty: sigmoid; a DBN's layers are sigmoid)
 optimizer=ngsgd      # ngsgd | sgd | adagrad
 learn_rate=0.008
 momentum=0.0
@@ -25,7 +25,7 @@ halving_factor=0.5
 num_epochs=4         # exponential: epochs of decay from learn_rate to final_learn_rate,
 final_learn_rate=0.0008
 num_epochs_extra=1   # then epochs at final_learn_rate (nnet2 train_pnorm_fast.sh: 15 + 5)
-splice=5
+splice=              # frames of context each side (empty: 5, or the DBN's)
 apply_cmvn=auto      # per-speaker mean normalisation from <data>/cmvn.scp: true|false|auto
 delta_order=0
 cv_percent=10
@@ -39,10 +39,11 @@ device=cpu           # cpu | cuda
 help_message="Usage: $0 [options] <data> <lang> <ali-dir> <exp-dir>
  e.g.: $0 --dbn exp/dbn/final.dbn data-fbank/train data/lang exp/tri2_ali exp/dnn
 Options:
-  --dbn <file>                 # DBN to initialise the hidden layers (its depth/width win)
-  --nn-depth <n>               # hidden layers without --dbn (default $nn_depth)
-  --hid-dim <n>                # hidden units without --dbn (default $hid_dim)
-  --activation <sigmoid|relu|pnorm>
+  --dbn <file>                 # DBN to initialise the hidden layers (it decides the options below)
+  --nn-depth <n>               # hidden layers (default 6)
+  --hid-dim <n>                # hidden units (default 2048)
+  --activation <sigmoid|relu|pnorm>  (default sigmoid)
+  --splice <n>                 # frames of context each side (default 5)
   --optimizer <ngsgd|sgd|adagrad>  (default $optimizer)
   --learn-rate <lr>            # per frame; gradients are sums over the minibatch (default $learn_rate)
   --minibatch-size <n>         # (default $minibatch_size)
@@ -78,21 +79,28 @@ cp "$alidir/final.mdl" "$dir/final.mdl"
 [ -f "$alidir/tree" ] && cp "$alidir/tree" "$dir/tree"
 [ -f "$lang/phones.txt" ] && cp "$lang/phones.txt" "$dir/phones.txt"
 
-opts=(--nn-depth "$nn_depth" --hid-dim "$hid_dim" --activation "$activation" --optimizer "$optimizer"
+opts=(--optimizer "$optimizer"
       --learn-rate "$learn_rate" --momentum "$momentum" --minibatch-size "$minibatch_size"
       --schedule "$schedule" --max-epochs "$max_epochs" --start-halving-impr "$start_halving_impr"
       --end-halving-impr "$end_halving_impr" --halving-factor "$halving_factor" --num-epochs "$num_epochs"
-      --final-learn-rate "$final_learn_rate" --num-epochs-extra "$num_epochs_extra" --splice "$splice" --apply-cmvn "$apply_cmvn"
+      --final-learn-rate "$final_learn_rate" --num-epochs-extra "$num_epochs_extra" --apply-cmvn "$apply_cmvn"
       --delta-order "$delta_order" --cv-percent "$cv_percent" --buffer-frames "$buffer_frames"
       --checkpoint-every "$checkpoint_every" --seed "$seed" --device "$device")
 [ -n "$dbn" ] && opts+=(--dbn "$dbn")
+# the model's shape: only what was given (with --dbn the DBN's, which a given value must match)
+[ -n "$nn_depth" ] && opts+=(--nn-depth "$nn_depth")
+[ -n "$hid_dim" ] && opts+=(--hid-dim "$hid_dim")
+[ -n "$activation" ] && opts+=(--activation "$activation")
+[ -n "$splice" ] && opts+=(--splice "$splice")
 
 echo "$0: training $dir from $data and $alidir (log: $dir/log/train.log)"
 if [ -n "$cmd" ]; then
   $cmd "$dir/log/train.log" pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" || {
     echo "$0: training failed: $(grep -m1 '^ERROR' "$dir/log/train.log") (see $dir/log/train.log)" >&2; exit 1; }
 else
-  # progress on the terminal, everything in the log
+  # progress bars on the terminal (not through tee: they would fill the log), everything else also
+  # in the log
+  [ -t 2 ] && export PYNNET_PROGRESS_TTY=1
   pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" 2> >(tee -a "$dir/log/train.log" >&2) || {
     echo "$0: training failed (see $dir/log/train.log)" >&2; exit 1; }
   wait $! 2>/dev/null || true   # tee may still be writing the log's last lines (read below)
