@@ -10,6 +10,7 @@ from pynnet.bin._opts import ascii_int, parser, usage_error
 from pynnet.io import datadir as D
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
+from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import read_table_lines, split_fields, split_key
 
 
@@ -369,7 +370,7 @@ def wav_to_duration_main(argv: list[str] | None = None) -> int:
     out = _strip_spec(a.duration_wspecifier, ("ark,t", "ark"))
     entries = list(read_table_lines(_input_path(scp), min_fields=2))
     lines = []
-    for n, key, rx in tqdm(entries, desc="wav-to-duration", unit="rec", disable=not sys.stderr.isatty()):
+    for n, key, rx in tqdm(entries, desc="wav-to-duration", unit="rec", **progress_kwargs()):
         samples, rate = read_rxfilename(rx, f"{scp}:{n}")
         lines.append(f"{key} {samples.shape[0] / rate:.6g}\n")
     with _open_out(out) as f:

@@ -16,6 +16,7 @@ import numpy as np
 from pynnet.bin._cli import cli, prog_name
 from pynnet.bin._opts import float_opt, int_opt, parser
 from pynnet.io.errors import fail
+from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import ascii_int, split_fields
 
 
@@ -106,7 +107,7 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
     t0, c0 = time.time(), time.process_time()
     with _Outputs(a.lattice_wspecifier, a.words_wspecifier, a.alignments_wspecifier) as out:
         for utt, res in tqdm(((u, decode_one(u, x)) for u, x in utterances), desc=prog_name(),
-                             unit="utt", disable=not sys.stderr.isatty(), file=sys.stderr):
+                             unit="utt", **progress_kwargs()):
             if not res.ok:
                 n_fail += 1
                 print(f"WARNING ({prog_name()}): did not successfully decode utterance {utt}"
@@ -306,7 +307,7 @@ def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
     t0, n = time.time(), 0
     for spec in a.lattices:
         for utt, lat in tqdm(read_lattice_ark(spec), desc=os.path.basename(spec), unit="utt",
-                             disable=not sys.stderr.isatty(), file=sys.stderr):
+                             **progress_kwargs()):
             if utt in seen:
                 fail(f"utterance '{utt}' appears twice in the lattices", spec)
             seen.add(utt)

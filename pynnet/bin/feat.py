@@ -15,6 +15,7 @@ import numpy as np
 from pynnet.bin._cli import cli, prog_name
 from pynnet.feat.options import KaldiOptions
 from pynnet.io.errors import fail
+from pynnet.io.progress import progress_kwargs
 
 
 def _log(msg: str) -> None:
@@ -43,8 +44,7 @@ def _kaldi_warnings() -> None:
 
 def _progress(total: int | None, desc: str):
     from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit="utt", file=sys.stderr,
-                disable=not sys.stderr.isatty(), leave=False)
+    return tqdm(total=total, desc=desc, unit="utt", leave=False, **progress_kwargs())
 
 
 def _wav_scp_path(rspecifier: str) -> str:

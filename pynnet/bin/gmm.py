@@ -18,6 +18,7 @@ import numpy as np
 from pynnet.bin._cli import cli
 from pynnet.bin._opts import add_binary_opt, float_opt, int_opt, kaldi_bool, log, parser
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.progress import progress_kwargs
 
 
 def _feat_opts(p: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ def _text(data_dir: str) -> dict[str, list[str]]:
 def _progress(total: int | None, desc: str):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="utt", disable=not sys.stderr.isatty(), leave=False)
+    return tqdm(total=total, desc=desc, unit="utt", leave=False, **progress_kwargs())
 
 
 # --------------------------------------------------------------------------- gmm-init-mono

@@ -11,7 +11,7 @@ from pynnet.bin._cli import cli
 from pynnet.bin._opts import float_opt, int_opt
 from pynnet.bin._opts import parser as _parser
 from pynnet.io.errors import fail
-from pynnet.io.progress import progress_stream
+from pynnet.io.progress import progress_kwargs
 
 
 def _check_device(device: str) -> None:
@@ -143,7 +143,7 @@ def train_main(argv: list[str] | None = None) -> int:
     build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, hidden_dims=[a.hid_dim] * a.nn_depth,
                     activation=a.activation, context=a.splice, pnorm_group=a.pnorm_group,
                     apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
-                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, progress=progress_stream() is not None)
+                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, progress=not progress_kwargs()["disable"])
     return 0
 
 

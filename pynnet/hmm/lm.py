@@ -27,6 +27,7 @@ from typing import Iterable, Iterator
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import FIELD_SEPS, ascii_int, split_fields, split_lines
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
@@ -248,8 +249,7 @@ def count_ngrams(sentences: Iterable[list[str]], order: int, vocab: set[str] | N
 
     counts: list[dict[Gram, int]] = [dict() for _ in range(order + 1)]
     nsent = noov = 0
-    for words in tqdm(sentences, desc="counting n-grams", unit=" sentences", leave=False,
-                      disable=not sys.stderr.isatty()):
+    for words in tqdm(sentences, desc="counting n-grams", unit=" sentences", leave=False, **progress_kwargs()):
         nsent += 1
         if vocab is not None:
             mapped = []

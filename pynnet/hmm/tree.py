@@ -32,7 +32,6 @@ import logging
 import math
 import os
 import struct
-import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -43,6 +42,7 @@ from pynnet.hmm.tree_io import (PDF_CLASS_KEY, ConstantEventMap, ContextDependen
 from pynnet.hmm.lang import _read_lines
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import ascii_int
 
 log = logging.getLogger(__name__)
@@ -531,7 +531,7 @@ def accumulate_tree_stats(trans_model, items: Iterable[tuple[str, np.ndarray, np
     it: Iterable = items
     if progress:
         from tqdm import tqdm
-        it = tqdm(items, desc="acc-tree-stats", unit="utt", file=sys.stderr, disable=not sys.stderr.isatty())
+        it = tqdm(items, desc="acc-tree-stats", unit="utt", **progress_kwargs())
     for utt, ali, feats in it:
         if ali is None:
             warn("no alignment for utterance %s", utt)
@@ -893,8 +893,8 @@ def build_tree(stats: TreeStats, roots: Sequence[Root], questions, num_pdf_class
     pbar = None
     if progress:
         from tqdm import tqdm
-        pbar = tqdm(total=max_leaves or None, initial=num_leaves, desc="build-tree", unit="leaf", file=sys.stderr,
-                    disable=not sys.stderr.isatty())
+        pbar = tqdm(total=max_leaves or None, initial=num_leaves, desc="build-tree", unit="leaf",
+                    **progress_kwargs())
     while heap:
         negg, _, node = heap[0]
         gain = -negg

@@ -26,3 +26,9 @@ def progress_stream() -> TextIO | None:
         except OSError:   # no controlling terminal (a batch job)
             return None
     return _tty
+
+
+def progress_kwargs(enabled: bool = True) -> dict:
+    """tqdm's ``file`` and ``disable`` for a bar drawn where progress_stream() says (or not at all)."""
+    stream = progress_stream() if enabled else None
+    return {"file": stream, "disable": stream is None}

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from pynnet.io.errors import PynnetError, fail
-from pynnet.io.progress import progress_stream
+from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import read_table_lines
 
 
@@ -234,8 +234,7 @@ def global_cmvn(fs: FrameSet, max_frames: int = 2_000_000, progress: bool = True
         utts = [utts[i] for i in rng.permutation(len(utts))]
     s = s2 = None
     n = 0
-    stream = progress_stream() if progress else None
-    for u in tqdm(utts, desc="global CMVN", unit="utt", disable=stream is None, file=stream):
+    for u in tqdm(utts, desc="global CMVN", unit="utt", **progress_kwargs(progress)):
         ex = read_example(fs, u)
         if ex is None:
             continue

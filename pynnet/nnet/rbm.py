@@ -29,7 +29,7 @@ import torch
 
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
-from pynnet.io.progress import progress_stream
+from pynnet.io.progress import progress_kwargs
 from pynnet.nnet.data import ChunkLoader, FeatureReader, FrameSet, global_cmvn, log, plan_chunks
 from pynnet.nnet.model import FeatureTransform, save_atomic
 
@@ -137,7 +137,7 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
         sq, n = torch.zeros((), dtype=torch.float64, device=rbm.W.device), 0
         rescaled = 0
         bar = tqdm(total=num_frames, desc=f"{desc} epoch {ep + 1}/{epochs}", unit="fr", unit_scale=True,
-                   file=progress_stream(), disable=progress_stream() is None)
+                   **progress_kwargs())
         for v in batches(ep):
             N = v.shape[0]
             mom, step = sched.momentum, sched.step
@@ -316,7 +316,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
         _check_shape(tf_path, _shape(shift), (transform.output_dim,), out_dir)
         transform.load_state_dict(state)
     else:
-        mean, std = global_cmvn(fs, progress=progress_stream() is not None)
+        mean, std = global_cmvn(fs, progress=not progress_kwargs()["disable"])
         transform.set_global_cmvn(mean, std)
         save_atomic(transform.state_dict(), tf_path)
     rbms: list[Rbm] = []

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from pynnet.io.atomic import atomic_path, atomic_write
 from pynnet.io.errors import fail
-from pynnet.io.progress import progress_stream
+from pynnet.io.progress import progress_kwargs
 from pynnet.nnet.data import ChunkLoader, FrameSet, log, plan_chunks
 from pynnet.nnet.model import Dnn, model_from_dict, save_atomic, save_model
 from pynnet.nnet.optim import Optimizer, make_optimizer
@@ -262,9 +262,8 @@ class Trainer:
         exponential = cfg.schedule == "exponential"
         from tqdm import tqdm
 
-        stream = progress_stream() if self.progress else None
         bar = tqdm(total=self.tr.num_frames, initial=st["acc"]["frames"], unit="fr", unit_scale=True,
-                   desc=f"epoch {epoch} lr {st['lr']:.3g}", disable=stream is None, file=stream)
+                   desc=f"epoch {epoch} lr {st['lr']:.3g}", **progress_kwargs(self.progress))
         loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [cfg.seed, epoch, 2])
         self.model.train()
         fused = not self.sync.needs_gradients
