@@ -34,6 +34,19 @@ cd "$(dirname "$0")"
 . ./cmd.sh
 . ./path.sh
 . utils/parse_options.sh
+# parse_options.sh stops at the first word that is not an option: anything left is a mistake
+# ("./run.sh x --stage 14" would otherwise run everything from stage 0)
+if [ $# -ne 0 ]; then
+  echo "$0: unexpected argument(s): $*" >&2; printf '%s\n' "$help_message" >&2; exit 1
+fi
+for v in stage stop_stage seed nj tri1_leaves tri1_gauss tri2_leaves tri2_gauss rbm_iter nnet_threads; do
+  case "$v:${!v}" in
+    *:|*:*[!0-9]*) echo "$0: --${v//_/-} must be an integer, not '${!v}'" >&2; exit 1 ;;
+    stage:*|stop_stage:*|seed:*) ;;
+    *:0) echo "$0: --${v//_/-} must be positive" >&2; exit 1 ;;
+  esac
+done
+[[ "$train_hours" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "$0: --train-hours must be a number of hours, not '$train_hours'" >&2; exit 1; }
 
 # First use: install the environment (idempotent; a no-op once installed).
 "$PYNNET_ROOT/tools/install.sh"
