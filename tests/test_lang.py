@@ -288,3 +288,25 @@ def test_shell_script(tmp_path):
     assert got[(lang.words["d"],)] == pytest.approx(-math.log(0.3) - math.log(0.7), abs=1e-4)
     r = subprocess.run([os.path.join(ROOT, "utils", "prepare_lang.sh"), d, "<unk>"], capture_output=True, text=True)
     assert r.returncode != 0 and "Usage" in r.stderr
+
+
+def test_lexicon_and_lexiconp_must_agree(tmp_path):
+    # lexiconp.txt wins when both exist: one that lists other words or pronunciations than
+    # lexicon.txt is an error (Kaldi's validate_dict_dir.pl), not silently used
+    d = make_dict(tmp_path / "dict")
+    agree = "".join(f"{w} 1.0 {' '.join(p)}\n" for w, *p in (x.split() for x in LEXICON.splitlines()))
+    with open(os.path.join(d, "lexiconp.txt"), "w") as f:
+        f.write(agree)
+    prepare_lang(d, "<unk>", str(tmp_path / "tmp"), str(tmp_path / "lang_ok"))
+    assert "ab2" in open(tmp_path / "lang_ok" / "words.txt").read()
+    with open(os.path.join(d, "lexiconp.txt"), "a") as f:
+        f.write("newword 1.0 a c\n")
+    with pytest.raises(PynnetError, match=r"lexiconp.txt: word 'newword' \(a c\) of lexiconp.txt is not in .*"
+                                          r"lexicon.txt: the two lexicons must agree"):
+        prepare_lang(d, "<unk>", str(tmp_path / "tmp"), str(tmp_path / "lang_bad"))
+    with open(os.path.join(d, "lexiconp.txt"), "w") as f:
+        f.write(agree.replace("cd 1.0 c d\n", ""))
+    with pytest.raises(PynnetError, match=r"lexicon.txt:5: word 'cd' \(c d\) is not in .*lexiconp.txt, which is "
+                                          r"the one used"):
+        prepare_lang(d, "<unk>", str(tmp_path / "tmp"), str(tmp_path / "lang_bad"))
+    assert not (tmp_path / "lang_bad").exists()

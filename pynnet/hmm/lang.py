@@ -148,7 +148,24 @@ def read_dict_dir(dict_dir: str, position_dependent: bool = True) -> DictDir:
         lexicon.append(LexEntry(word, prob, rest))
     if not lexicon:
         fail("lexicon is empty", lex_path)
+    if probs and os.path.exists(j("lexicon.txt")):
+        _check_same_pronunciations(j("lexicon.txt"), lex_path, [(e.word, tuple(e.phones)) for e in lexicon])
     return DictDir(sil, nonsil, opt, extra, lexicon, probs)
+
+
+def _check_same_pronunciations(lexicon_txt: str, lexiconp_txt: str, entries: list[tuple[str, tuple[str, ...]]]) -> None:
+    """With both files present lexiconp.txt is used; they must list the same pronunciations (as
+    Kaldi's validate_dict_dir.pl requires), or the one the user edited is silently ignored."""
+    plain = {(f[0], tuple(f[1:])): n for n, f in _read_lines(lexicon_txt) if f}
+    withp = dict.fromkeys(entries)
+    for (word, pron), n in plain.items():
+        if (word, pron) not in withp:
+            fail(f"word '{word}' ({' '.join(pron)}) is not in {lexiconp_txt}, which is the one used: "
+                 "the two lexicons must agree", lexicon_txt, n)
+    for word, pron in entries:
+        if (word, pron) not in plain:
+            fail(f"word '{word}' ({' '.join(pron)}) of lexiconp.txt is not in {lexicon_txt}: the two "
+                 "lexicons must agree", lexiconp_txt)
 
 
 # ----------------------------------------------------------------------------------------------
