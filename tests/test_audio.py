@@ -286,3 +286,23 @@ def test_select_channel_kaldi_semantics():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.array_equal(select_channel(d[:, :1], -1, "u"), d[:, 0])
+
+
+def test_unreadable_audio_messages_say_why(tmp_path):
+    # soundfile named its BytesIO ("Error opening <_io.BytesIO object at 0x..>"), kaldiio's failed
+    # assertion had no text: the reasons are now readable
+    import kaldiio
+    import numpy as np
+
+    from pynnet.io.audio import read_rxfilename
+    from pynnet.io.errors import PynnetError
+    with pytest.raises(PynnetError) as e:
+        read_rxfilename("echo notawav |", "wav.scp:1")
+    assert str(e.value) == "wav.scp:1: cannot decode audio: Format not recognised."
+    ark = str(tmp_path / "w.ark")
+    with kaldiio.WriteHelper(f"ark:{ark}") as w:
+        w("u1", (8000, np.zeros(800, dtype=np.int16)))
+    with pytest.raises(PynnetError) as e:
+        read_rxfilename(f"{ark}:99999", "wav.scp:2")
+    assert str(e.value).startswith(f"wav.scp:2: cannot read wave from archive '{ark}:99999': ")
+    assert str(e.value).endswith("(offset past the end?)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shlex
 import shutil
 import struct
@@ -215,7 +216,10 @@ def read_wav_bytes(data: bytes, name: str) -> tuple[np.ndarray, int]:
     try:
         arr, rate = sf.read(io.BytesIO(_fix_streamed_wav(data)), dtype="float32", always_2d=True)
     except Exception as e:  # soundfile raises its own error types
-        fail(f"cannot decode audio: {str(e).splitlines()[0] if str(e) else type(e).__name__}", name)
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        # (soundfile names the BytesIO it was given: "Error opening <_io.BytesIO object at 0x..>: ...")
+        why = re.sub(r"(Error opening )?<_io\.BytesIO object at 0x[0-9a-f]+>: ?", "", why)
+        fail(f"cannot decode audio: {why}", name)
     return _to_kaldi_scale(arr), int(rate)
 
 
@@ -332,7 +336,8 @@ def read_rxfilename(rx: str, name: str = "") -> tuple[np.ndarray, int]:
             try:
                 rate, arr = kaldiio.load_mat(rx)
             except Exception as e:
-                fail(f"cannot read wave from archive '{rx}': {e}", where)
+                fail(f"cannot read wave from archive '{rx}': {str(e) or type(e).__name__ + ' (offset past the end?)'}",
+                     where)
             arr = np.asarray(arr, dtype=np.float32)
             if arr.ndim == 1:
                 arr = arr[:, None]
