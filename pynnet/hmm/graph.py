@@ -17,13 +17,14 @@ import shutil
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from pynnet.io.atomic import apply_umask, atomic_path, atomic_write
 from pynnet.io.errors import fail
-from pynnet.io.tables import FIELD_SEPS, split_fields
+from pynnet.io.tables import FIELD_SEPS, ascii_int, split_fields
 from pynnet.hmm.lang import Lang, _read_lines
 
 
@@ -183,50 +184,128 @@ def has_cycle(fst, labels: set[int]) -> bool:
 # G.fst (format_lm)
 # ----------------------------------------------------------------------------------------------
 
-def _arpa_unigrams(path: str) -> list[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    out = []
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        in1 = False
-        for line in f:
-            s = line.strip(FIELD_SEPS + "\r\n")
-            if s == "\\1-grams:":
-                in1 = True
-                continue
-            if in1:
-                if s.startswith("\\"):
+def _arpa_number(x: str) -> bool:
+    try:
+        v = float(x)
+    except ValueError:
+        return False
+    return v == v and "_" not in x  # not NaN; Python's float() also takes '1_0'
+
+
+def _copy_checked_arpa(path: str, dest: str) -> list[str]:
+    """Check that ``path`` (gzipped if ``.gz``) is a well-formed ARPA LM and copy it to ``dest``
+    with '\n' line ends (a '\r' before the '\n' is dropped, as our other readers of text files
+    do); returns its unigram words. kaldilm's parser aborts the whole process (C++ abort, no file
+    name, staging dirs left behind) on malformed input, so everything it would choke on is
+    checked here first and reported as ``path:line: what``."""
+    counts: dict[int, int] = {}
+    unigrams: list[str] = []
+    section, k, nk, n, end1 = "start", 0, 0, 0, 0
+
+    def end_section(at: int) -> None:
+        if k and counts.get(k) != nk:
+            if k not in counts:
+                fail(f"section \\{k}-grams: is not listed in \\data\\", path, at)
+            fail(f"\\data\\ says ngram {k}={counts[k]} but the \\{k}-grams: section has {nk}", path, at)
+
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    try:
+        with raw as fi, open(dest, "wb") as fo:
+            for b in fi:
+                n += 1
+                b = b.rstrip(b"\r\n")
+                try:
+                    line = b.decode("utf-8")
+                except UnicodeDecodeError:
+                    fail("not valid UTF-8", path, n)
+                fields = split_fields(line)
+                if section == "start":
+                    if fields == ["\\data\\"]:
+                        section = "data"
+                        fo.write(b + b"\n")
+                    continue  # Kaldi skips what comes before \data\
+                fo.write(b + b"\n")
+                if not fields:
+                    continue
+                head = fields[0]
+                if section == "grams" and not head.startswith("\\"):
+                    if len(fields) not in (k + 1, k + 2):
+                        fail(f"expected log10-prob, {k} word{'s' if k > 1 else ''} and optional backoff, "
+                             f"got '{line.strip(FIELD_SEPS)}'", path, n)
+                    bad = [x for x in (fields[0], *fields[k + 1:]) if not _arpa_number(x)]
+                    if bad:
+                        fail(f"bad number '{bad[0]}' in '{line.strip(FIELD_SEPS)}'", path, n)
+                    if k == 1:
+                        unigrams.append(fields[1])
+                    nk += 1
+                    continue
+                s = line.strip(FIELD_SEPS)
+                if s == "\\end\\":
+                    end_section(n)
+                    if k == 1:
+                        end1 = n
+                    section = "end"
                     break
-                fields = split_fields(s)
-                if len(fields) >= 2:
-                    out.append(fields[1])
-    return out
+                if len(fields) == 1 and s.startswith("\\") and s.endswith("-grams:"):
+                    j = ascii_int(s[1:-len("-grams:")])
+                    if j is None:
+                        fail(f"bad section header '{s}'", path, n)
+                    if section == "data" and not counts:
+                        fail("\\data\\ lists no 'ngram N=count' lines", path, n)
+                    end_section(n)
+                    if k == 1:
+                        end1 = n
+                    if j != k + 1:
+                        fail(f"section \\{j}-grams: out of order (expected \\{k + 1}-grams:)", path, n)
+                    section, k, nk = "grams", j, 0
+                    continue
+                if section == "data":
+                    # as Kaldi's ARPA reader: '=' is a field of its own, N and count ASCII integers
+                    col = split_fields(s.replace("=", " = ", 1))
+                    order = ascii_int(col[1]) if len(col) == 4 else None
+                    count = ascii_int(col[3]) if len(col) == 4 else None
+                    if len(col) != 4 or col[0] != "ngram" or col[2] != "=" or order is None or count is None \
+                            or order < 1:
+                        fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
+                    counts[order] = count
+                    continue
+                fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        fail(f"corrupt or truncated gzip file ({e})", path, n + 1 if n else None)
+    if section == "start":
+        fail("no \\data\\ section: not an ARPA file", path)
+    if section != "end":
+        fail("missing \\end\\ (truncated ARPA file?)", path, n)
+    if k < 1 or set(counts) != set(range(1, k + 1)):
+        fail(f"\\data\\ lists orders {sorted(counts)} but the file has {k} n-gram section(s)", path, n)
+    for w in ("<s>", "</s>"):
+        if w not in unigrams:
+            fail(f"no unigram {w} in the \\1-grams: section", path, end1)
+    return unigrams
 
 
-def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True):
+def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True, words_name: str | None = None):
     """G.fst from an ARPA LM with kaldilm (Kaldi's arpa2fst): #0 on back-off arcs, <s>/</s> as
-    epsilon, the lang's words.txt as symbol table, ilabel-sorted. Returns the FST."""
+    epsilon, the lang's words.txt as symbol table, ilabel-sorted. Returns the FST. The ARPA is
+    checked (and CRLF line ends dropped) before kaldilm reads it; ``words_name``: how messages
+    name ``words_txt`` (the input lang dir's, when that is a staging copy)."""
     from pynnet.io.kaldi_libs import import_kaldilm
     kaldilm = import_kaldilm()
 
     if not os.path.exists(arpa):
         fail("no such file", arpa)
+    words_name = words_name or words_txt
     words = {f[0] for _, f in _read_lines(words_txt) if f}
-    unigrams = _arpa_unigrams(arpa)
-    if not unigrams:
-        fail("no \\1-grams: section: not an ARPA file", arpa)
-    missing = [w for w in unigrams if w not in words]
-    inside = len(unigrams) - len(missing)
-    if inside <= 2:  # only <s> and </s>
-        fail(f"none of the LM's words are in {words_txt}: wrong lang dir?", arpa)
-    if missing and verbose:
-        print(f"format_lm: {len(missing)} of {len(unigrams)} LM words are not in {words_txt} and are "
-              f"dropped with their n-grams (e.g. {' '.join(missing[:5])})", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(out_fst)) or ".") as td:
-        src = arpa
-        if arpa.endswith(".gz"):
-            src = os.path.join(td, "lm.arpa")
-            with gzip.open(arpa, "rb") as fi, open(src, "wb") as fo:
-                shutil.copyfileobj(fi, fo)
+        src = os.path.join(td, "lm.arpa")
+        unigrams = _copy_checked_arpa(arpa, src)
+        missing = [w for w in unigrams if w not in words]
+        inside = len(unigrams) - len(missing)
+        if inside <= 2:  # only <s> and </s>
+            fail(f"none of the LM's words are in {words_name}: wrong lang dir?", arpa)
+        if missing and verbose:
+            print(f"format_lm: {len(missing)} of {len(unigrams)} LM words are not in {words_name} and are "
+                  f"dropped with their n-grams (e.g. {' '.join(missing[:5])})", file=sys.stderr)
         tmp_fst = os.path.join(td, "G.fst")
         try:
             kaldilm.arpa2fst(input_arpa=src, output_fst=tmp_fst, disambig_symbol="#0",
@@ -263,7 +342,8 @@ def format_lm(lang_dir: str, arpa: str, lexicon: str | None, out_dir: str, verbo
         shutil.rmtree(stage)
         shutil.copytree(lang_dir, stage, ignore=shutil.ignore_patterns("G.fst", ".*.tmp"))
         apply_umask(stage)  # copytree gave it lang_dir's mode (0700 if an old pynnet staged it)
-        G = arpa_to_g(arpa, os.path.join(stage, "words.txt"), os.path.join(stage, "G.fst"), verbose)
+        G = arpa_to_g(arpa, os.path.join(stage, "words.txt"), os.path.join(stage, "G.fst"), verbose,
+                      words_name=os.path.join(lang_dir, "words.txt"))
         if verbose and G.num_states < 200000:  # informational, as Kaldi's; Python-speed
             lo, hi = stochasticity(G)
             print(f"format_lm: G.fst has {G.num_states} states, {fst_num_arcs(G)} arcs; "
