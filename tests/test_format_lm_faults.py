@@ -120,8 +120,8 @@ def _no_bos(lines):
     return "\n".join(re.sub(r"^ngram 1=(\d+)$", lambda m: f"ngram 1={int(m.group(1)) - 1}", s) for s in out)
 
 
-def _count_mismatch(lines):
-    return "\n".join(re.sub(r"^ngram 3=(\d+)$", lambda m: f"ngram 3={int(m.group(1)) + 7}", s) for s in lines)
+def _count_mismatch(lines):   # more trigrams than the header announces
+    return "\n".join(re.sub(r"^ngram 3=(\d+)$", lambda m: f"ngram 3={int(m.group(1)) - 7}", s) for s in lines)
 
 
 @pytest.mark.parametrize("make, what", [
@@ -180,3 +180,15 @@ def test_oov_warning_names_the_input_words_txt(data, tmp_path, capsys):
     assert f"not in {os.path.join(lang, 'words.txt')} and are dropped" in msg[0]
     assert "zzoov0" in msg[0]
     assert os.path.exists(out / "G.fst") and not _staging_left(out)
+
+
+def test_fewer_ngrams_than_the_header_says_is_a_warning(data, tmp_path):
+    # as Kaldi's arpa2fst: a pruned LM that kept its old header still builds G.fst
+    lang, d, arpa, _ = data
+    bad = tmp_path / "fewer.arpa"
+    bad.write_text("\n".join(re.sub(r"^ngram 3=(\d+)$", lambda m: f"ngram 3={int(m.group(1)) + 7}", s)
+                             for s in _lines(arpa)), encoding="utf-8")
+    r = _run_cli(lang, str(bad), d, str(tmp_path / "lt"))
+    assert r.returncode == 0, r.stderr
+    assert "WARNING (format_lm): " in r.stderr and "but the \\3-grams: section has" in r.stderr
+    assert (tmp_path / "lt" / "G.fst").exists()

@@ -206,7 +206,11 @@ def _copy_checked_arpa(path: str, dest: str) -> list[str]:
         if k and counts.get(k) != nk:
             if k not in counts:
                 fail(f"section \\{k}-grams: is not listed in \\data\\", path, at)
-            fail(f"\\data\\ says ngram {k}={counts[k]} but the \\{k}-grams: section has {nk}", path, at)
+            msg = f"\\data\\ says ngram {k}={counts[k]} but the \\{k}-grams: section has {nk}"
+            if nk > counts[k]:    # Kaldi's arpa2fst (and kaldilm) refuse more than announced
+                fail(msg, path, at)
+            # fewer is accepted, as arpa2fst does (a pruned LM with its old header)
+            print(f"WARNING (format_lm): {path}:{at}: {msg}", file=sys.stderr)
 
     raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
     try:
