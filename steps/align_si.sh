@@ -44,6 +44,11 @@ for f in $data/text $data/feats.scp $data/utt2spk $lang/L.fst $lang/words.txt \
     $lang/phones/optional_silence.csl $srcdir/tree $srcdir/final.mdl; do
   [ -f $f ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
+. steps/libs/jobs.sh
+jobs_check_nj "$nj"
+# A model trained with another phone set cannot align with this lang dir (as utils/mkgraph.sh).
+utils/lang/check_phones_compatible.sh $srcdir/phones.txt $lang/phones.txt || exit 1
+cmd="jobs_report $cmd"  # a failed job's ERROR line is the reason given
 
 mkdir -p $dir/log
 echo $nj > $dir/num_jobs

@@ -46,6 +46,8 @@ if [ $# -lt 1 ] || [ $# -gt 3 ]; then
   exit 1
 fi
 
+case "$nj" in ''|*[!0-9]*|0*) echo "$me: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
+
 data=$1
 logdir=${2:-$data/log}
 featdir=${3:-$data/data}

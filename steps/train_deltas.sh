@@ -57,6 +57,11 @@ for f in $alidir/final.mdl $alidir/ali.1.gz $alidir/num_jobs $data/feats.scp $da
     $lang/phones/optional_silence.csl; do
   [ -f $f ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
+. steps/libs/jobs.sh
+[ -z "$nj" ] || jobs_check_nj "$nj"
+# A model trained with another phone set cannot be trained on with this lang dir.
+utils/lang/check_phones_compatible.sh $alidir/phones.txt $lang/phones.txt || exit 1
+cmd="jobs_report $cmd"  # a failed job's ERROR line is the reason given
 case "$numleaves$totgauss" in *[!0-9]*|"") echo "$0: <num-leaves> and <tot-gauss> must be integers" >&2; exit 1;; esac
 
 ali_nj=$(cat $alidir/num_jobs)

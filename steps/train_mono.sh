@@ -52,6 +52,9 @@ for f in $data/feats.scp $data/text $data/utt2spk $lang/topo $lang/L.fst $lang/w
     $lang/phones/sets.int $lang/phones/optional_silence.csl; do
   [ -f $f ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
+. steps/libs/jobs.sh
+jobs_check_nj "$nj"
+cmd="jobs_report $cmd"  # a failed job's ERROR line is the reason given
 [ "$norm_vars" = true ] && cmvn_opts="--norm-vars=true $cmvn_opts"
 if [ -z "$cmvn_opts" ] || ! echo "$cmvn_opts" | grep -q -- "--norm-means=false"; then
   [ -f $data/cmvn.scp ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }

@@ -29,26 +29,29 @@ decode_setup() {
   [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
 }
 
-# decode_lat_wspec: the decoding programs' lattice wspecifier, "ark:|gzip -c > $dir/lat.JOB.gz"
-# with a check of gzip's exit status: when gzip cannot write the file (disk full, a file size
-# limit: it is killed by SIGXFSZ) the job's log gets an ERROR line naming the file, which
-# decode_run_jobs gives as the reason (the decoder only sees its output pipe closed, or the pipe's
-# command fail).  No double quotes in it: run.pl passes it to bash inside double quotes.
+# decode_lat_wspec: the decoding programs' lattice wspecifier, "ark:|gzip -c > $dir/lat.JOB.gz.tmp"
+# (decode_run_jobs renames the files to lat.JOB.gz once every job has succeeded: a killed or failed
+# decode leaves no truncated lat.JOB.gz for --stage 1 or scoring to read), with a check of gzip's
+# exit status: when gzip cannot write the file (disk full, a file size limit: it is killed by
+# SIGXFSZ) the job's log gets an ERROR line naming the file, which
+# decode_run_jobs gives as the reason (the decoder only sees its output pipe closed, or the
+# pipe's command fail).  No double quotes in it: run.pl passes it to bash inside double quotes.
 decode_lat_wspec() {
   local lat="$dir/lat.JOB.gz"
-  printf '%s' "ark:|gzip -c > $lat || { echo 'ERROR (gzip): writing $lat failed (disk full or a file size limit?)' >&2; exit 1; }"
+  printf '%s' "ark:|gzip -c > $lat.tmp || { echo 'ERROR (gzip): writing $lat failed (disk full or a file size limit?)' >&2; exit 1; }"
 }
 
-# decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz, see
-# decode_lat_wspec; a "|" word pipes, as with $cmd) as JOB=1:$nj with logs $dir/log/decode.JOB.log.
+# decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz.tmp, see
+# decode_lat_wspec, renamed to lat.JOB.gz when all jobs succeed; a "|" word pipes, as with $cmd)
+# as JOB=1:$nj with logs $dir/log/decode.JOB.log.
 # On failure no lattices are left and the one-line reason is, from the first failed job's log, the
 # lattice write failure if there was one (the pipe errors of the programs follow from it), else
 # its first ERROR line; exit 1.
 decode_run_jobs() {
-  rm -f "$dir"/lat.*.gz
+  rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp
   # shellcheck disable=SC2086
   if ! $cmd JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
-    rm -f "$dir"/lat.*.gz  # the gzip pipes leave partial lattices behind
+    rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp  # the gzip pipes leave partial lattices behind
     local n err log
     for n in $(seq "$nj"); do
       log=$dir/log/decode.$n.log
@@ -58,6 +61,11 @@ decode_run_jobs() {
     echo "$0: decoding failed, see $dir/log/decode.*.log" >&2
     exit 1
   fi
+  local n
+  for n in $(seq "$nj"); do
+    [ -e "$dir/lat.$n.gz.tmp" ] || continue  # a job that wrote nothing
+    mv -f "$dir/lat.$n.gz.tmp" "$dir/lat.$n.gz" || { echo "$0: cannot rename $dir/lat.$n.gz.tmp" >&2; exit 1; }
+  done
 }
 
 # decode_score: unless --skip-scoring true, score the lattices with the recipe's local/score.sh

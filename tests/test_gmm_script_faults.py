@@ -1,0 +1,213 @@
+"""steps/align_si.sh, steps/train_deltas.sh, steps/train_mono.sh (and make_mfcc.sh/make_fbank.sh)
+when given wrong inputs: a lang dir with another phone set than the model's (refused, as
+utils/mkgraph.sh and Kaldi's utils/lang/check_phones_compatible.sh), a --nj that is not a positive
+integer, and a failing job (the reason, its log's ERROR line, is in the script's message)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gmm_corpus import make_corpus, make_dict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
+    env["LC_ALL"] = "C"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def sh(cwd, *cmd, check=True):
+    r = subprocess.run(list(cmd), cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A tiny corpus, its lang dir, a second lang dir with one more phone (lang2), and a briefly
+    trained monophone system exp/mono (which also serves as an alignment dir)."""
+    from pynnet.hmm.lang import prepare_lang
+
+    d = tmp_path_factory.mktemp("gmmfault")
+    make_corpus(str(d), num_spk=2, utts_per_spk=6, seed=5)
+    for x in ("steps", "utils"):
+        os.symlink(os.path.join(ROOT, x), d / x)
+    dict2 = d / "dict2"
+    make_dict(str(dict2))
+    with open(dict2 / "nonsilence_phones.txt", "a") as f:
+        f.write("g\n")
+    with open(dict2 / "lexicon.txt", "a") as f:
+        f.write("gag g a g\n")
+    prepare_lang(str(dict2), "<unk>", str(d / "lang2_tmp"), str(d / "lang2"))
+    sh(d, "steps/train_mono.sh", "--nj", "2", "--num-iters", "3", "--totgauss", "60", "--realign-iters", "2",
+       "data/train", "lang", "exp/mono")
+    return d
+
+
+def _one_line_error(r):
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_align_si_refuses_a_lang_dir_with_other_phones(work):
+    assert (work / "lang/phones.txt").read_text() != (work / "lang2/phones.txt").read_text()
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang2", "exp/mono", "exp/ali_lang2", check=False)
+    line = _one_line_error(r)
+    assert "exp/mono/phones.txt" in line and "lang2/phones.txt" in line and "not compatible" in line, line
+    assert not (work / "exp/ali_lang2").exists()
+    # the right lang dir aligns
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang", "exp/mono", "exp/ali")
+    assert "12 of 12 utterances aligned" in r.stdout, r.stdout
+    assert (work / "exp/ali/phones.txt").read_text() == (work / "lang/phones.txt").read_text()
+
+
+def test_train_deltas_refuses_a_lang_dir_with_other_phones(work):
+    r = sh(work, "steps/train_deltas.sh", "--num-iters", "2", "20", "100", "data/train", "lang2", "exp/mono",
+           "exp/tri_lang2", check=False)
+    line = _one_line_error(r)
+    assert "exp/mono/phones.txt" in line and "lang2/phones.txt" in line and "not compatible" in line, line
+    assert not (work / "exp/tri_lang2").exists()
+
+
+def test_check_phones_compatible(work, tmp_path):
+    chk = os.path.join(ROOT, "utils/lang/check_phones_compatible.sh")
+    a, b = str(work / "lang/phones.txt"), str(work / "lang2/phones.txt")
+    assert sh(work, chk, a, a).returncode == 0
+    r = sh(work, chk, a, b, check=False)
+    assert r.returncode == 1 and a in r.stderr and b in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    # only the disambiguation symbols differ: compatible (as Kaldi)
+    fewer = tmp_path / "phones.txt"
+    fewer.write_text("".join(ln + "\n" for ln in open(a).read().splitlines() if not ln.startswith("#1 ")))
+    assert sh(work, chk, a, str(fewer)).returncode == 0
+    # a model dir without phones.txt (older scripts): nothing to compare, as Kaldi
+    assert sh(work, chk, str(tmp_path / "absent.txt"), a).returncode == 0
+
+
+def _wav_data(work):
+    """data/wavs: two utterances of noise as 16 kHz wav files, and conf/{mfcc,fbank}.conf."""
+    import wave
+
+    import numpy as np
+
+    d = work / "data/wavs"
+    if not d.exists():
+        d.mkdir(parents=True)
+        (work / "conf").mkdir(exist_ok=True)
+        (work / "conf/mfcc.conf").write_text("--use-energy=false\n")
+        (work / "conf/fbank.conf").write_text("--num-mel-bins=23\n")
+        rng = np.random.default_rng(0)
+        for u in ("u1", "u2"):
+            with wave.open(str(d / f"{u}.wav"), "wb") as w:
+                w.setnchannels(1)
+                w.setsampwidth(2)
+                w.setframerate(16000)
+                w.writeframes((rng.normal(0, 1000, 8000)).astype("<i2").tobytes())
+        (d / "wav.scp").write_text("".join(f"{u} {d}/{u}.wav\n" for u in ("u1", "u2")))
+        (d / "utt2spk").write_text("u1 s1\nu2 s1\n")
+        (d / "spk2utt").write_text("s1 u1 u2\n")
+    return "data/wavs"
+
+
+@pytest.mark.parametrize("nj", ["abc", "-1", "0", ""])
+def test_nj_must_be_a_positive_integer(work, nj):
+    wavs = _wav_data(work)
+    runs = {
+        "steps/make_mfcc.sh": [wavs, "exp/feat_nj"],
+        "steps/make_fbank.sh": [wavs, "exp/feat_nj"],
+        "steps/train_mono.sh": ["data/train", "lang", "exp/mono_nj"],
+        "steps/align_si.sh": ["data/train", "lang", "exp/mono", "exp/ali_nj"],
+        "steps/train_deltas.sh": ["20", "100", "data/train", "lang", "exp/mono", "exp/tri_nj"],
+    }
+    for script, args in runs.items():
+        if script == "steps/train_deltas.sh" and nj == "":
+            continue  # empty is its default: the alignment dir's number of jobs
+        r = sh(work, script, "--nj", nj, *args, check=False)
+        line = _one_line_error(r)
+        assert line == f"{script}: --nj must be a positive integer, got '{nj}'", (script, line)
+    assert not (work / wavs / "feats.scp").exists()
+    for p in ("exp/feat_nj", "exp/mono_nj", "exp/ali_nj", "exp/tri_nj"):
+        assert not (work / p).exists(), p
+
+
+def test_align_si_failed_job_gives_the_error(work):
+    wrong = work / "exp/mono_wrongdim"
+    if not wrong.exists():
+        shutil.copytree(work / "exp/mono", wrong, symlinks=True)
+        (wrong / "delta_opts").write_text("--delta-order 1\n")
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang", "exp/mono_wrongdim", "exp/ali_wrongdim",
+           check=False)
+    assert r.returncode != 0
+    reason = [ln for ln in r.stderr.splitlines() if ln.startswith("steps/align_si.sh: align failed: ERROR")]
+    assert len(reason) == 1, r.stderr
+    assert "(pynnet-gmm-align)" in reason[0] and "dimension 26 does not match the model's 39" in reason[0], reason
+    assert "exp/ali_wrongdim/log/align.1.log" in reason[0], reason
+
+
+def _bad_feats_data(work):
+    """A copy of data/train in which the last utterance (in the second job's part) has features that
+    cannot be read."""
+    bad = work / "data/badfeats"
+    if not bad.exists():
+        shutil.copytree(work / "data/train", bad, ignore=shutil.ignore_patterns("split*"))
+        lines = (bad / "feats.scp").read_text().splitlines()
+        victim = lines[-1].split()[0]
+        lines[-1] = f"{victim} {bad}/missing.ark:10"
+        (bad / "feats.scp").write_text("\n".join(lines) + "\n")
+    return "data/badfeats"
+
+
+def test_train_mono_failed_job_gives_the_error(work):
+    r = sh(work, "steps/train_mono.sh", "--nj", "2", "--num-iters", "2", _bad_feats_data(work), "lang",
+           "exp/mono_bad", check=False)
+    assert r.returncode != 0
+    reason = [ln for ln in r.stderr.splitlines() if ln.startswith("steps/train_mono.sh: ") and "ERROR (" in ln]
+    assert len(reason) == 1, r.stdout + r.stderr
+    assert "failed: ERROR (pynnet-" in reason[0] and "(see exp/mono_bad/log/" in reason[0], reason
+    assert "missing.ark" in reason[0], reason
+
+
+def test_train_deltas_failed_job_gives_the_error(work):
+    r = sh(work, "steps/train_deltas.sh", "--num-iters", "2", "20", "100", _bad_feats_data(work), "lang",
+           "exp/mono", "exp/tri_bad", check=False)
+    assert r.returncode != 0
+    reason = [ln for ln in r.stderr.splitlines() if ln.startswith("steps/train_deltas.sh: ") and "ERROR (" in ln]
+    assert len(reason) == 1, r.stdout + r.stderr
+    assert reason[0].startswith("steps/train_deltas.sh: acc_tree failed: ERROR (pynnet-"), reason
+    assert "missing.ark" in reason[0] and "(see exp/tri_bad/log/acc_tree.2.log)" in reason[0], reason
+
+
+@pytest.fixture(scope="module")
+def gmm_decode_setup(tmp_path_factory):
+    from test_decode import UTTS, Toy, _setup_exp
+    root = tmp_path_factory.mktemp("gmmfault_dec")
+    exp, graph, data = _setup_exp(root, Toy(), UTTS)
+    return root, exp, graph, data
+
+
+def test_killed_decode_leaves_no_lattice_under_its_final_name(gmm_decode_setup):
+    """decode.sh killed (SIGKILL: no trap runs) right after its jobs wrote their lattices and before
+    it finished: no lat.N.gz (which --stage 1 would score as if complete); a rerun writes them."""
+    root, exp, graph, data = gmm_decode_setup
+    killer = root / "run_then_kill.sh"
+    killer.write_text(f'#!/usr/bin/env bash\n{ROOT}/utils/run.pl "$@"\nkill -9 $PPID\n')
+    killer.chmod(0o755)
+    dec = exp / "dec_killed"
+    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "2", "--cmd", str(killer), str(graph), str(data),
+                        str(dec)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == -9, r.stdout + r.stderr
+    assert (dec / "log/decode.1.log").exists() and (dec / "log/decode.2.log").exists()
+    assert not list(dec.glob("lat.*.gz")), sorted(os.listdir(dec))
+    r = subprocess.run([f"{ROOT}/steps/decode.sh", "--nj", "2", "--skip-scoring", "true", str(graph), str(data),
+                        str(dec)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in dec.glob("lat.*")) == ["lat.1.gz", "lat.2.gz"], sorted(os.listdir(dec))
