@@ -3,6 +3,7 @@ drawn from planted per-phone-state Gaussians, with per-speaker offsets that CMVN
 from __future__ import annotations
 
 import os
+import subprocess
 
 import numpy as np
 
@@ -95,3 +96,24 @@ if __name__ == "__main__":
     import sys
 
     print(make_corpus(sys.argv[1], *(int(a) for a in sys.argv[2:])))
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script_env() -> dict:
+    """The environment path.sh gives the recipe scripts (utils/ and the venv on PATH, C locale,
+    one thread per job)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
+    env["LC_ALL"] = "C"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def sh(cwd, *cmd, check: bool = True, timeout: float = 600):
+    """Run a script (argv) in cwd with script_env(); check: fail with its output's tail."""
+    r = subprocess.run(list(cmd), cwd=cwd, env=script_env(), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r

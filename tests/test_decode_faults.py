@@ -14,15 +14,9 @@ import torch
 from pynnet.nnet.model import Dnn, save_model
 from pynnet.nnet.toy import make_toy_corpus, make_toy_graph
 
+from gmm_corpus import script_env as _env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _env():
-    env = dict(os.environ)
-    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
-    env["LC_ALL"] = "C"
-    env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 @pytest.fixture(scope="module")

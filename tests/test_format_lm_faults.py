@@ -20,16 +20,9 @@ from pynnet.bin.lang import format_lm_main
 from pynnet.hmm.lang import prepare_lang
 from pynnet.hmm.lm import train_lm
 
+from test_lang import make_dict
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _make_dict(d, lexicon: str, phones: list[str]) -> str:
-    os.makedirs(d, exist_ok=True)
-    for name, text in (("silence_phones.txt", "SIL\nSPN\n"), ("nonsilence_phones.txt", "\n".join(phones) + "\n"),
-                       ("optional_silence.txt", "SIL\n"), ("lexicon.txt", lexicon)):
-        with open(os.path.join(d, name), "w") as f:
-            f.write(text)
-    return str(d)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +35,7 @@ def data(tmp_path_factory):
     words = [f"w{i}" for i in range(80)]
     lex = "<unk> SPN\n" + "".join(
         f"{w} {' '.join(rnd.choice(phones) for _ in range(rnd.randint(2, 5)))}\n" for w in words)
-    d = _make_dict(t / "dict", lex, phones)
+    d = make_dict(t / "dict", lexicon=lex, nonsil="\n".join(phones) + "\n")
     prepare_lang(d, "<unk>", str(t / "tmp"), str(t / "lang"))
     lang = str(t / "lang")
     sents = [rnd.choices(words, k=rnd.randint(3, 10)) for _ in range(600)]

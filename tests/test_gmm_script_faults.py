@@ -10,24 +10,10 @@ import subprocess
 
 import pytest
 
-from gmm_corpus import make_corpus, make_dict
+from gmm_corpus import make_corpus, make_dict, sh
+from gmm_corpus import script_env as _env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _env():
-    env = dict(os.environ)
-    env["PATH"] = f"{ROOT}/utils:{ROOT}/tools/venv/bin:" + env["PATH"]
-    env["LC_ALL"] = "C"
-    env["OMP_NUM_THREADS"] = "1"
-    return env
-
-
-def sh(cwd, *cmd, check=True):
-    r = subprocess.run(list(cmd), cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
 
 
 @pytest.fixture(scope="module")
