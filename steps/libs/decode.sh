@@ -1,6 +1,7 @@
 # Pieces shared by steps/decode.sh and steps/nnet/decode.sh, sourced after their options are
 # parsed (". steps/libs/decode.sh").  The functions read the decoding scripts' variables:
 # nj cmd data graphdir dir skip_scoring scoring_opts.
+. steps/libs/jobs.sh   # jobs_check_nj
 
 # decode_args "$@": the decoding scripts' arguments <graph-dir> <data-dir> <decode-dir> ->
 # graphdir data dir, and srcdir (the exp dir above <decode-dir>); else the usage and exit 1.
@@ -18,7 +19,7 @@ decode_args() {
 # decode_setup: --nj must be a positive integer; the decode dir gets log/ and num_jobs, the data
 # its split (sets sdata).
 decode_setup() {
-  case "$nj" in ''|*[!0-9]*|0) echo "$0: --nj must be a positive integer, got '$nj'" >&2; exit 1 ;; esac
+  jobs_check_nj "$nj"
   mkdir -p "$dir/log"
   if [ "${stage:-0}" -ge 1 ] && [ -f "$dir/num_jobs" ]; then
     nj=$(cat "$dir/num_jobs")  # --stage 1 only scores: the lattices are those of the earlier decode

@@ -1,4 +1,5 @@
-# Job running for the GMM scripts (steps/train_mono.sh, steps/train_deltas.sh, steps/align_si.sh),
+# Job running for the GMM scripts (steps/train_mono.sh, steps/train_deltas.sh, steps/align_si.sh)
+# and the decoding scripts (through steps/libs/decode.sh),
 # sourced after their options are parsed (". steps/libs/jobs.sh").
 
 # jobs_check_nj <value>: exit 1 with one line unless <value> (the --nj option) is a positive integer.
