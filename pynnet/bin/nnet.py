@@ -52,9 +52,9 @@ def _apply_cmvn(v: str, data_dir: str) -> bool:
     return v == "true"
 
 
-def _dbn_shape(a: argparse.Namespace, shape: dict) -> None:
+def _dbn_shape(a: argparse.Namespace, shape: dict) -> dict:
     """With --dbn the DBN decides the hidden layers and the splicing: take them from it, and refuse
-    given options that say otherwise (they would be ignored)."""
+    given options that say otherwise (they would be ignored). Returns the DBN (read once)."""
     from pynnet.nnet.rbm import load_dbn
     dbn = load_dbn(a.dbn)
     hidden = [int(layer["W"].shape[0]) for layer in dbn["layers"]]
@@ -68,6 +68,7 @@ def _dbn_shape(a: argparse.Namespace, shape: dict) -> None:
         if given is not None and given != v:
             fail(f"--{k.replace('_', '-')} {given}: the DBN has {v}; leave it out with --dbn", a.dbn)
     shape.update(have)
+    return dbn
 
 
 @cli
@@ -115,8 +116,7 @@ def train_main(argv: list[str] | None = None) -> int:
     _check_device(a.device)
     # before any data is read (that can take minutes on a real corpus)
     from pynnet.nnet.optim import check_momentum
-    if a.dbn:
-        _dbn_shape(a, shape)
+    dbn = _dbn_shape(a, shape) if a.dbn else None
     for k, v in shape.items():
         if getattr(a, k) is None:
             setattr(a, k, v)
@@ -143,7 +143,7 @@ def train_main(argv: list[str] | None = None) -> int:
     build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, hidden_dims=[a.hid_dim] * a.nn_depth,
                     activation=a.activation, context=a.splice, pnorm_group=a.pnorm_group,
                     apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
-                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, progress=not progress_kwargs()["disable"])
+                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, dbn=dbn, progress=not progress_kwargs()["disable"])
     return 0
 
 

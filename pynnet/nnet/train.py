@@ -486,7 +486,8 @@ def seed_everything(seed: int) -> None:
 def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig, *,
                     hidden_dims: list[int], activation: str = "sigmoid", context: int = 5,
                     pnorm_group: int = 10, apply_cmvn: bool = False, delta_order: int = 0,
-                    cv_percent: float = 10.0, dbn_path: str | None = None, progress: bool = True,
+                    cv_percent: float = 10.0, dbn_path: str | None = None, dbn: dict | None = None,
+                    progress: bool = True,
                     targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None) -> dict:
     """steps/nnet/train.sh in one call: frame sets, initial model (random or DBN; global CMVN and
     priors from the training data) in ``exp_dir/nnet.init``, then training to ``exp_dir/final.nnet``.
@@ -502,12 +503,13 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     obj = read_checkpoint(ckpt) if os.path.exists(ckpt) else None   # unreadable: fail before the data
     # (handed to the Trainer, which resumes from it without reading the file again)
     pipeline = {"apply_cmvn": apply_cmvn, "delta_order": delta_order}
-    dbn = None
-    if dbn_path:
+    if not dbn_path:
+        dbn = None
+    elif dbn is None:   # (``dbn``: the file already read by the caller)
         from pynnet.nnet.rbm import load_dbn
         dbn = load_dbn(dbn_path)
-        if dbn["input_pipeline"] != pipeline:
-            fail(f"the DBN was trained on features with {dbn['input_pipeline']}, not {pipeline}", dbn_path)
+    if dbn is not None and dbn["input_pipeline"] != pipeline:
+        fail(f"the DBN was trained on features with {dbn['input_pipeline']}, not {pipeline}", dbn_path)
     init_id = init_fingerprint(dbn)
     if obj is not None:
         check_same_init((obj.get("data") or {}).get("init"), init_id, dbn_path, ckpt)
