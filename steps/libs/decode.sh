@@ -1,7 +1,7 @@
 # Pieces shared by steps/decode.sh and steps/nnet/decode.sh, sourced after their options are
 # parsed (". steps/libs/decode.sh").  The functions read the decoding scripts' variables:
 # nj cmd data graphdir dir skip_scoring scoring_opts.
-. steps/libs/jobs.sh   # jobs_check_nj
+. steps/libs/jobs.sh   # jobs_check_nj, jobs_report
 
 # decode_args "$@": the decoding scripts' arguments <graph-dir> <data-dir> <decode-dir> ->
 # graphdir data dir, and srcdir (the exp dir above <decode-dir>); else the usage and exit 1.
@@ -45,21 +45,15 @@ decode_lat_wspec() {
 # decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz.tmp, see
 # decode_lat_wspec, renamed to lat.JOB.gz when all jobs succeed; a "|" word pipes, as with $cmd)
 # as JOB=1:$nj with logs $dir/log/decode.JOB.log.
-# On failure no lattices are left and the one-line reason is, from the first failed job's log, the
-# lattice write failure if there was one (the pipe errors of the programs follow from it), else
-# its first ERROR line; exit 1.
+# On failure no lattices are left and the one-line reason (steps/libs/jobs.sh's jobs_report) is,
+# from the first failed job's log, the lattice write failure if there was one (the pipe errors of
+# the programs follow from it), else its first ERROR line; exit 1.
 decode_run_jobs() {
   rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp
   # shellcheck disable=SC2086
-  if ! $cmd JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
+  if ! jobs_report --what decoding --prefer "^ERROR (gzip): writing " \
+      $cmd JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
     rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp  # the gzip pipes leave partial lattices behind
-    local n err log
-    for n in $(seq "$nj"); do
-      log=$dir/log/decode.$n.log
-      err=$(grep -m1 "^ERROR (gzip): writing " "$log" 2>/dev/null || grep -m1 "^ERROR" "$log" 2>/dev/null || true)
-      if [ -n "$err" ]; then echo "$0: decoding failed: $err (see $log)" >&2; exit 1; fi
-    done
-    echo "$0: decoding failed, see $dir/log/decode.*.log" >&2
     exit 1
   fi
   local n
