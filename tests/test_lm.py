@@ -177,16 +177,33 @@ def test_arpa_round_trip_gzip_and_kaldilm(tmp_path):
     assert len(states) >= len(lm.contexts()) - 1
 
 
-def test_read_arpa_errors(tmp_path):
+def test_read_arpa_errors(tmp_path, capsys):
     p = tmp_path / "bad.arpa"
     p.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 a\n-0.5 </s>\n")
     with pytest.raises(PynnetError, match="missing .end"):
         BackoffLM.read_arpa(str(p))
-    p.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0 a\n-0.5 </s>\n\\end\\\n")
-    with pytest.raises(PynnetError, match=r"ngram 1=3 but the section has 2"):
+    # more n-grams than \data\ announces is an error; fewer a warning (a pruned LM with its old
+    # header, as Kaldi's arpa2fst); <s> and </s> must be unigrams
+    p.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-99 <s>\n-1.0 a\n-0.5 </s>\n\\end\\\n")
+    with pytest.raises(PynnetError, match=r"bad.arpa:8: .data. says ngram 1=2 but the .1-grams: section has 3"):
+        BackoffLM.read_arpa(str(p))
+    p.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-99 <s>\n-1.0 a\n-0.5 </s>\n\\end\\\n")
+    assert BackoffLM.read_arpa(str(p)).num_ngrams() == [3]
+    assert "bad.arpa:8: \\data\\ says ngram 1=4 but the \\1-grams: section has 3" in capsys.readouterr().err
+    p.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 a\n-0.5 </s>\n\\end\\\n")
+    with pytest.raises(PynnetError, match=r"bad.arpa:7: no unigram <s>"):
         BackoffLM.read_arpa(str(p))
     p.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 a\nxx </s>\n\\end\\\n")
     with pytest.raises(PynnetError, match=r"bad.arpa:6: bad number"):
+        BackoffLM.read_arpa(str(p))
+    # numbers as Kaldi reads them: Python's float() also takes '1_0' and non-ASCII digits
+    for bad in ("-1_0", "-\u0661", "nan"):
+        p.write_text(f"\\data\\\nngram 1=3\n\n\\1-grams:\n-99 <s>\n{bad} a\n-0.5 </s>\n\\end\\\n",
+                     encoding="utf-8")
+        with pytest.raises(PynnetError, match=f"bad.arpa:6: bad number '{bad}'"):
+            BackoffLM.read_arpa(str(p))
+    p.write_bytes(b"\\data\\\nngram 1=3\n\n\\1-grams:\n-99 <s>\n-1 \xff\n-0.5 </s>\n\\end\\\n")
+    with pytest.raises(PynnetError, match="bad.arpa:6: not valid UTF-8"):
         BackoffLM.read_arpa(str(p))
     p.write_text("hello\n")
     with pytest.raises(PynnetError, match="not an ARPA file"):

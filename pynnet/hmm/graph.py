@@ -10,22 +10,20 @@ Everything is OpenFst binary (vector FSTs), readable by Kaldi's tools.
 """
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import shutil
 import sys
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from pynnet.io.atomic import apply_umask, atomic_path, atomic_write
 from pynnet.io.errors import fail
-from pynnet.io.tables import FIELD_SEPS, ascii_int, split_fields
 from pynnet.hmm.lang import Lang, _read_lines
+from pynnet.hmm.lm import iter_arpa
 
 
 def _fst():
@@ -184,110 +182,6 @@ def has_cycle(fst, labels: set[int]) -> bool:
 # G.fst (format_lm)
 # ----------------------------------------------------------------------------------------------
 
-def _arpa_number(x: str) -> bool:
-    try:
-        v = float(x)
-    except ValueError:
-        return False
-    return v == v and "_" not in x  # not NaN; Python's float() also takes '1_0'
-
-
-def _copy_checked_arpa(path: str, dest: str) -> list[str]:
-    """Check that ``path`` (gzipped if ``.gz``) is a well-formed ARPA LM and copy it to ``dest``
-    with '\n' line ends (a '\r' before the '\n' is dropped, as our other readers of text files
-    do); returns its unigram words. kaldilm's parser aborts the whole process (C++ abort, no file
-    name, staging dirs left behind) on malformed input, so everything it would choke on is
-    checked here first and reported as ``path:line: what``."""
-    counts: dict[int, int] = {}
-    unigrams: list[str] = []
-    section, k, nk, n, end1 = "start", 0, 0, 0, 0
-
-    def end_section(at: int) -> None:
-        if k and counts.get(k) != nk:
-            if k not in counts:
-                fail(f"section \\{k}-grams: is not listed in \\data\\", path, at)
-            msg = f"\\data\\ says ngram {k}={counts[k]} but the \\{k}-grams: section has {nk}"
-            if nk > counts[k]:    # Kaldi's arpa2fst (and kaldilm) refuse more than announced
-                fail(msg, path, at)
-            # fewer is accepted, as arpa2fst does (a pruned LM with its old header)
-            print(f"WARNING (format_lm): {path}:{at}: {msg}", file=sys.stderr)
-
-    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-    try:
-        with raw as fi, open(dest, "wb") as fo:
-            for b in fi:
-                n += 1
-                b = b.rstrip(b"\r\n")
-                try:
-                    line = b.decode("utf-8")
-                except UnicodeDecodeError:
-                    fail("not valid UTF-8", path, n)
-                fields = split_fields(line)
-                if section == "start":
-                    if fields == ["\\data\\"]:
-                        section = "data"
-                        fo.write(b + b"\n")
-                    continue  # Kaldi skips what comes before \data\
-                fo.write(b + b"\n")
-                if not fields:
-                    continue
-                head = fields[0]
-                if section == "grams" and not head.startswith("\\"):
-                    if len(fields) not in (k + 1, k + 2):
-                        fail(f"expected log10-prob, {k} word{'s' if k > 1 else ''} and optional backoff, "
-                             f"got '{line.strip(FIELD_SEPS)}'", path, n)
-                    bad = [x for x in (fields[0], *fields[k + 1:]) if not _arpa_number(x)]
-                    if bad:
-                        fail(f"bad number '{bad[0]}' in '{line.strip(FIELD_SEPS)}'", path, n)
-                    if k == 1:
-                        unigrams.append(fields[1])
-                    nk += 1
-                    continue
-                s = line.strip(FIELD_SEPS)
-                if s == "\\end\\":
-                    end_section(n)
-                    if k == 1:
-                        end1 = n
-                    section = "end"
-                    break
-                if len(fields) == 1 and s.startswith("\\") and s.endswith("-grams:"):
-                    j = ascii_int(s[1:-len("-grams:")])
-                    if j is None:
-                        fail(f"bad section header '{s}'", path, n)
-                    if section == "data" and not counts:
-                        fail("\\data\\ lists no 'ngram N=count' lines", path, n)
-                    end_section(n)
-                    if k == 1:
-                        end1 = n
-                    if j != k + 1:
-                        fail(f"section \\{j}-grams: out of order (expected \\{k + 1}-grams:)", path, n)
-                    section, k, nk = "grams", j, 0
-                    continue
-                if section == "data":
-                    # as Kaldi's ARPA reader: '=' is a field of its own, N and count ASCII integers
-                    col = split_fields(s.replace("=", " = ", 1))
-                    order = ascii_int(col[1]) if len(col) == 4 else None
-                    count = ascii_int(col[3]) if len(col) == 4 else None
-                    if len(col) != 4 or col[0] != "ngram" or col[2] != "=" or order is None or count is None \
-                            or order < 1:
-                        fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
-                    counts[order] = count
-                    continue
-                fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        fail(f"corrupt or truncated gzip file ({e})", path, n + 1 if n else None)
-    if section == "start":
-        fail("no \\data\\ section: not an ARPA file", path)
-    if section != "end":
-        fail("missing \\end\\ (truncated ARPA file?)", path, n)
-    if k < 1 or set(counts) != set(range(1, k + 1)):
-        fail(f"\\data\\ lists orders {sorted(counts)} but the file has {k} n-gram section(s)", path, n)
-    for w in ("<s>", "</s>"):
-        if w not in unigrams:
-            fail(f"no unigram {w} in the \\1-grams: section", path, end1)
-    return unigrams
-
-
 def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True, words_name: str | None = None):
     """G.fst from an ARPA LM with kaldilm (Kaldi's arpa2fst): #0 on back-off arcs, <s>/</s> as
     epsilon, the lang's words.txt as symbol table, ilabel-sorted. Returns the FST. The ARPA is
@@ -302,7 +196,10 @@ def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True, wor
     words = {f[0] for _, f in _read_lines(words_txt) if f}
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(out_fst)) or ".") as td:
         src = os.path.join(td, "lm.arpa")
-        unigrams = _copy_checked_arpa(arpa, src)
+        # kaldilm's parser aborts the whole process (C++ abort, no file name, staging dirs left
+        # behind) on malformed input: it reads a checked copy with '\n' line ends
+        with open(src, "wb") as fo:
+            unigrams = [f[1] for k, f, _, _ in iter_arpa(arpa, copy_to=fo, prog="format_lm") if k == 1]
         missing = [w for w in unigrams if w not in words]
         inside = len(unigrams) - len(missing)
         if inside <= 2:  # only <s> and </s>

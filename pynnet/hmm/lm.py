@@ -21,9 +21,10 @@ import io
 import math
 import os
 import sys
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import PynnetError, fail
@@ -165,76 +166,143 @@ class BackoffLM:
 
     @classmethod
     def read_arpa(cls, path: str) -> "BackoffLM":
-        counts: dict[int, int] = {}
+        """The LM of an ARPA file (gzipped if ``.gz``), checked as ``iter_arpa`` checks it."""
         probs: list[dict[Gram, float]] = [{}]
         bows: dict[Gram, float] = {}
-        section = "start"
-        k = 0
-        with _open_text(path) as f:
-            try:
-                n = 0
-                for block in iter(lambda: f.readlines(1 << 16), []):
-                    for line, fields in zip(block, split_lines(block)):
-                        n += 1
-                        if not fields:
-                            continue
-                        if section == "grams" and not fields[0].startswith("\\"):
-                            if len(fields) < k + 1 or len(fields) > k + 2:
-                                fail(f"expected log10-prob, {k} words and optional backoff, got "
-                                     f"'{line.strip(_LINE_SPACE)}'", path, n)
-                            try:
-                                p = float(fields[0])
-                                bo = float(fields[k + 1]) if len(fields) == k + 2 else None
-                            except ValueError:
-                                fail(f"bad number in '{line.strip(_LINE_SPACE)}'", path, n)
-                            g = tuple(fields[1:k + 1])
-                            probs[k][g] = p
-                            if bo is not None:
-                                bows[g] = bo
-                            continue
-                        s = line.strip(_LINE_SPACE)
-                        if section == "start":
-                            if s == "\\data\\":
-                                section = "data"
-                            continue
-                        if s == "\\end\\":
-                            section = "end"
-                            break
-                        if s.startswith("\\") and s.endswith("-grams:"):
-                            k = ascii_int(s[1:-len("-grams:")])
-                            if k is None:
-                                fail(f"bad section header '{s}'", path, n)
-                            if k != len(probs):
-                                fail(f"section \\{k}-grams: out of order", path, n)
-                            probs.append({})
-                            section = "grams"
-                            continue
-                        if section == "data":
-                            # as Kaldi's ARPA reader: '=' is a field of its own, N and count ASCII integers
-                            col = split_fields(s.replace("=", " = ", 1))
-                            if len(col) != 4 or col[0] != "ngram" or col[2] != "=":
-                                fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
-                            order, count = ascii_int(col[1]), ascii_int(col[3])
-                            if order is None or count is None:
-                                fail(f"bad ngram count line '{s}'", path, n)
-                            counts[order] = count
-                            continue
-                        fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
-                    if section == "end":
+        for k, fields, logp, bow in iter_arpa(path):
+            while k >= len(probs):
+                probs.append({})
+            g = tuple(fields[1:k + 1])
+            probs[k][g] = logp
+            if bow is not None:
+                bows[g] = bow
+        return cls(len(probs) - 1, probs, bows)
+
+
+def _arpa_number(x: str) -> float | None:
+    """A number as Kaldi's ARPA reader takes it (ascii_float, inlined: it runs per n-gram), not NaN."""
+    try:
+        v = float(x)
+    except ValueError:
+        return None
+    return v if v == v and x.isascii() and "_" not in x else None
+
+
+def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
+              ) -> Iterator[tuple[int, list[str], float, float | None]]:
+    """The n-gram lines of the ARPA LM ``path`` (gzipped if ``.gz``) as (order k, fields: log10-prob,
+    k words, optional back-off; log10-prob and back-off as numbers, None without one), streamed and checked as Kaldi's ARPA reader (arpa2fst) checks them:
+    anything malformed is one error ``path:line: what`` (kaldilm aborts the process on it). Lines end
+    at '\n'; a '\r' before it is dropped. As arpa2fst: what comes before \\data\\ is skipped; a
+    section with more n-grams than \\data\\ announces is an error, with fewer a warning (a pruned
+    LM that kept its old header). <s> and </s> must be unigrams. ``copy_to`` (a binary file) gets
+    the file from \\data\\ to \\end\\ with '\n' line ends."""
+    if not os.path.exists(path):
+        fail("no such file", path)
+    counts: dict[int, int] = {}
+    bos_eos: set[str] = set()
+    section, k, nk, n, end1 = "start", 0, 0, 0, 0
+
+    def end_section(at: int) -> None:
+        if k and counts.get(k) != nk:
+            if k not in counts:
+                fail(f"section \\{k}-grams: is not listed in \\data\\", path, at)
+            msg = f"\\data\\ says ngram {k}={counts[k]} but the \\{k}-grams: section has {nk}"
+            if nk > counts[k]:
+                fail(msg, path, at)
+            print(f"WARNING ({prog}): {path}:{at}: {msg}", file=sys.stderr)
+
+    raw = gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    try:
+        with raw as f:
+            # blocks of lines, split in C where they allow it (see split_lines)
+            for block in iter(lambda: f.readlines(1 << 16), []):
+                try:
+                    lines = b"".join(block).decode("utf-8").split("\n")   # one more when it ends in '\n'
+                except UnicodeDecodeError:
+                    bad = next(i for i, b in enumerate(block) if not _is_utf8(b))
+                    fail("not valid UTF-8", path, n + bad + 1)
+                for b, line, fields in zip(block, lines, split_lines(lines)):
+                    n += 1
+                    if section == "grams" and fields and not fields[0].startswith("\\"):
+                        nf = len(fields)
+                        if nf != k + 1 and nf != k + 2:
+                            fail(f"expected log10-prob, {k} word{'s' if k > 1 else ''} and optional "
+                                 f"backoff, got '{line.strip(_LINE_SPACE)}'", path, n)
+                        logp = _arpa_number(fields[0])
+                        bow = _arpa_number(fields[k + 1]) if nf == k + 2 else 0.0
+                        if logp is None or bow is None:
+                            bad = fields[0] if logp is None else fields[k + 1]
+                            fail(f"bad number '{bad}' in '{line.strip(_LINE_SPACE)}'", path, n)
+                        if k == 1 and fields[1] in (BOS, EOS):
+                            bos_eos.add(fields[1])
+                        nk += 1
+                        if copy_to is not None:
+                            copy_to.write(b.rstrip(b"\r\n") + b"\n")
+                        yield k, fields, logp, bow if nf == k + 2 else None
+                        continue
+                    s = line.strip(_LINE_SPACE)
+                    if section == "start":
+                        if fields == ["\\data\\"]:
+                            section = "data"
+                            if copy_to is not None:
+                                copy_to.write(b.rstrip(b"\r\n") + b"\n")
+                        continue
+                    if copy_to is not None:
+                        copy_to.write(b.rstrip(b"\r\n") + b"\n")
+                    if not fields:
+                        continue
+                    if s == "\\end\\":
+                        end_section(n)
+                        if k == 1:
+                            end1 = n
+                        section = "end"
                         break
-            except UnicodeDecodeError:
-                fail("not valid UTF-8", path)
-        if section == "start":
-            fail("no \\data\\ section: not an ARPA file", path)
-        if section != "end":
-            fail("missing \\end\\ (truncated ARPA file?)", path)
-        order = len(probs) - 1
-        if order < 1 or sorted(counts) != list(range(1, order + 1)):
-            fail(f"\\data\\ lists orders {sorted(counts)} but the file has {order} sections", path)
-        for kk in range(1, order + 1):
-            if counts[kk] != len(probs[kk]):
-                fail(f"\\data\\ says ngram {kk}={counts[kk]} but the section has {len(probs[kk])}", path)
-        return cls(order, probs, bows)
+                    if len(fields) == 1 and s.startswith("\\") and s.endswith("-grams:"):
+                        j = ascii_int(s[1:-len("-grams:")])
+                        if j is None:
+                            fail(f"bad section header '{s}'", path, n)
+                        if section == "data" and not counts:
+                            fail("\\data\\ lists no 'ngram N=count' lines", path, n)
+                        end_section(n)
+                        if k == 1:
+                            end1 = n
+                        if j != k + 1:
+                            fail(f"section \\{j}-grams: out of order (expected \\{k + 1}-grams:)", path, n)
+                        section, k, nk = "grams", j, 0
+                        continue
+                    if section == "data":
+                        # as Kaldi's ARPA reader: '=' is a field of its own, N and count ASCII integers
+                        col = split_fields(s.replace("=", " = ", 1))
+                        if len(col) != 4 or col[0] != "ngram" or col[2] != "=":
+                            fail(f"expected 'ngram N=count' in \\data\\, got '{s}'", path, n)
+                        order, count = ascii_int(col[1]), ascii_int(col[3])
+                        if order is None or count is None or order < 1 or count < 0:
+                            fail(f"bad ngram count line '{s}'", path, n)
+                        counts[order] = count
+                        continue
+                    fail(f"expected log10-prob, {k} words and optional backoff, got '{s}'", path, n)
+                if section == "end":
+                    break
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        fail(f"corrupt or truncated gzip file ({e})", path, n + 1 if n else None)
+    if section == "start":
+        fail("no \\data\\ section: not an ARPA file", path)
+    if section != "end":
+        fail("missing \\end\\ (truncated ARPA file?)", path, n)
+    if k < 1 or set(counts) != set(range(1, k + 1)):
+        fail(f"\\data\\ lists orders {sorted(counts)} but the file has {k} n-gram section(s)", path, n)
+    for w in (BOS, EOS):
+        if w not in bos_eos:
+            fail(f"no unigram {w} in the \\1-grams: section", path, end1)
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------------
