@@ -198,6 +198,16 @@ def test_dbn_pipeline_mismatch_and_bad_file(corpus, tmp_path):
     with pytest.raises(PynnetError, match="the DBN was trained on features with"):
         build_and_train(data, ali, str(tmp_path / "x"), TrainConfig(), hidden_dims=[8], apply_cmvn=True,
                         dbn_path=str(out / "final.dbn"), progress=False)
+    # a library caller's shape that the DBN contradicts is refused (it would be ignored), before
+    # any data is read or anything written
+    dbn_path = str(out / "final.dbn")
+    for bad, msg in (({"hidden_dims": [9]}, r"hidden_dims \[9\]: the DBN has \[8\]"),
+                     ({"activation": "relu"}, "activation relu: the DBN has sigmoid"),
+                     ({"context": 4}, "context 4: the DBN has 5")):
+        with pytest.raises(PynnetError, match=msg):
+            build_and_train(data, ali, str(tmp_path / "y"), TrainConfig(), apply_cmvn=False, dbn_path=dbn_path,
+                            progress=False, **bad)
+        assert not (tmp_path / "y" / "nnet.init").exists()
     (tmp_path / "junk.dbn").write_bytes(b"not a dbn")
     with pytest.raises(PynnetError, match="junk.dbn: cannot read DBN"):
         load_dbn(str(tmp_path / "junk.dbn"))

@@ -56,9 +56,11 @@ def _dbn_shape(a: argparse.Namespace, shape: dict) -> dict:
     """With --dbn the DBN decides the hidden layers and the splicing: take them from it, and refuse
     given options that say otherwise (they would be ignored). Returns the DBN (read once)."""
     from pynnet.nnet.rbm import load_dbn
+    from pynnet.nnet.train import dbn_shape
     dbn = load_dbn(a.dbn)
-    hidden = [int(layer["W"].shape[0]) for layer in dbn["layers"]]
-    have = {"nn_depth": len(hidden), "activation": "sigmoid", "splice": dbn["context"]}
+    shape_of_dbn = dbn_shape(dbn)
+    hidden = shape_of_dbn["hidden_dims"]
+    have = {"nn_depth": len(hidden), "activation": shape_of_dbn["activation"], "splice": shape_of_dbn["context"]}
     if len(set(hidden)) == 1:
         have["hid_dim"] = hidden[0]
     elif a.hid_dim is not None:
@@ -73,7 +75,7 @@ def _dbn_shape(a: argparse.Namespace, shape: dict) -> dict:
 
 @cli
 def train_main(argv: list[str] | None = None) -> int:
-    from pynnet.nnet.train import TrainConfig, build_and_train
+    from pynnet.nnet.train import DEFAULT_SHAPE, TrainConfig, build_and_train
 
     p = _parser("pynnet-nnet-train", "Cross-entropy DNN training on Kaldi alignments "
                 "(newbob or exponential learning rate, exact resume from <exp-dir>/checkpoint.pt).")
@@ -101,7 +103,8 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     # the model's shape: without --dbn these or their defaults; with --dbn the DBN's (given ones
     # must agree with it)
-    shape = {"nn_depth": 6, "hid_dim": 2048, "activation": "sigmoid", "splice": 5}
+    shape = {"nn_depth": len(DEFAULT_SHAPE["hidden_dims"]), "hid_dim": DEFAULT_SHAPE["hidden_dims"][0],
+             "activation": DEFAULT_SHAPE["activation"], "splice": DEFAULT_SHAPE["context"]}
     p.add_argument("--nn-depth", type=int_opt, help=f"hidden layers (default {shape['nn_depth']}; --dbn: its)")
     p.add_argument("--hid-dim", type=int_opt, help=f"units per hidden layer (default {shape['hid_dim']}; --dbn: its)")
     p.add_argument("--activation", choices=["sigmoid", "relu", "pnorm"], help="default sigmoid (--dbn: sigmoid)")
@@ -140,8 +143,9 @@ def train_main(argv: list[str] | None = None) -> int:
                       final_learn_rate=a.final_learn_rate, num_epochs_extra=a.num_epochs_extra,
                       buffer_frames=a.buffer_frames,
                       checkpoint_every=a.checkpoint_every, seed=a.seed, device=a.device)
-    build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, hidden_dims=[a.hid_dim] * a.nn_depth,
-                    activation=a.activation, context=a.splice, pnorm_group=a.pnorm_group,
+    given_shape = {} if a.dbn else {"hidden_dims": [a.hid_dim] * a.nn_depth, "activation": a.activation,
+                                    "context": a.splice}   # (the DBN's, checked above)
+    build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, **given_shape, pnorm_group=a.pnorm_group,
                     apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
                     cv_percent=a.cv_percent, dbn_path=a.dbn or None, dbn=dbn, progress=not progress_kwargs()["disable"])
     return 0

@@ -484,14 +484,16 @@ def seed_everything(seed: int) -> None:
 
 # ---------------------------------------------------------------- from data to a trained model
 def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig, *,
-                    hidden_dims: list[int], activation: str = "sigmoid", context: int = 5,
+                    hidden_dims: list[int] | None = None, activation: str | None = None, context: int | None = None,
                     pnorm_group: int = 10, apply_cmvn: bool = False, delta_order: int = 0,
                     cv_percent: float = 10.0, dbn_path: str | None = None, dbn: dict | None = None,
                     progress: bool = True,
                     targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None) -> dict:
     """steps/nnet/train.sh in one call: frame sets, initial model (random or DBN; global CMVN and
     priors from the training data) in ``exp_dir/nnet.init``, then training to ``exp_dir/final.nnet``.
-    Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``."""
+    Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``. The model's shape
+    (``hidden_dims``, ``activation``, ``context``): with a DBN the DBN's (given values must agree),
+    else the given ones or DEFAULT_SHAPE's."""
     from pynnet.io.tables import write_table
     from pynnet.nnet.data import global_cmvn, load_frame_sets, pdf_counts
     from pynnet.nnet.model import load_model_file
@@ -510,6 +512,15 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
         dbn = load_dbn(dbn_path)
     if dbn is not None and dbn["input_pipeline"] != pipeline:
         fail(f"the DBN was trained on features with {dbn['input_pipeline']}, not {pipeline}", dbn_path)
+    given = {"hidden_dims": hidden_dims, "activation": activation, "context": context}
+    if dbn is not None:
+        shape = dbn_shape(dbn)
+        for k, v in given.items():
+            if v is not None and (list(v) if k == "hidden_dims" else v) != shape[k]:
+                fail(f"{k} {v}: the DBN has {shape[k]}", dbn_path)
+    else:
+        shape = {k: DEFAULT_SHAPE[k] if v is None else v for k, v in given.items()}
+    hidden_dims, activation, context = list(shape["hidden_dims"]), shape["activation"], shape["context"]
     init_id = init_fingerprint(dbn)
     if obj is not None:
         check_same_init((obj.get("data") or {}).get("init"), init_id, dbn_path, ckpt)
@@ -574,14 +585,25 @@ def _check_same_model(model: Dnn, path: str, dbn_path, hidden_dims, activation, 
         fail("was made for another model (" + "; ".join(diff) + "); remove the exp dir to start over", path)
 
 
+# the model's shape without a DBN unless given (steps/nnet/train.sh's defaults)
+DEFAULT_SHAPE = {"hidden_dims": [2048] * 6, "activation": "sigmoid", "context": 5}
+
+
+def dbn_shape(dbn: dict) -> dict:
+    """The shape of the DNN made from ``dbn``: its hidden layers, sigmoid units, its splicing."""
+    return {"hidden_dims": [int(layer["W"].shape[0]) for layer in dbn["layers"]], "activation": "sigmoid",
+            "context": dbn["context"]}
+
+
 def dbn_to_dnn(dbn: dict, num_pdfs: int, seed: int) -> Dnn:
     """A sigmoid DNN whose hidden layers are the DBN's RBMs (weights, hidden biases) and whose
     feature transform is the DBN's; the softmax layer on top starts as nnet1's steps/nnet/train.sh
     makes it over a DBN (make_nnet_proto.py --hid-layers 0): N(0, 0.1 x 35 sqrt(2/(in+out))),
     bias 0."""
     layers = dbn["layers"]
-    hidden = [int(layer["W"].shape[0]) for layer in layers]
-    model = Dnn(dbn["input_dim"], hidden, num_pdfs, "sigmoid", dbn["context"], input_pipeline=dbn["input_pipeline"])
+    shape = dbn_shape(dbn)
+    model = Dnn(dbn["input_dim"], shape["hidden_dims"], num_pdfs, shape["activation"], shape["context"],
+                input_pipeline=dbn["input_pipeline"])
     model.init_random(seed)
     model.transform.load_state_dict(dbn["transform"])
     with torch.no_grad():
