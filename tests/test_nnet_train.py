@@ -139,13 +139,17 @@ class _Scripted(Trainer):
     def __init__(self, *a, cv_losses, **k):
         super().__init__(*a, **k)
         self.cv_losses = list(cv_losses)
+        self.starts: list[tuple[float, int]] = []   # (weight mark, optimizer steps) each epoch began with
 
     def evaluate(self, fs):
         return self.cv_losses.pop(0), 0.5
 
     def run_epoch(self):
+        wb = self.model.affines[0].wb
+        self.starts.append((float(wb.detach()[0, 0]), self.opt.num_steps))
         with torch.no_grad():
-            self.model.affines[0].wb[0, 0] = float(self.st["epoch"])   # mark the weights
+            wb[0, 0] = float(self.st["epoch"])   # mark the weights and the optimizer's state
+        self.opt.num_steps = 100 * self.st["epoch"]
         self.st["acc"] = {"loss": 1.0, "correct": 1, "frames": 2, "seconds": 1.0}
 
 
@@ -174,6 +178,18 @@ def test_newbob_halving_rejection_and_stop(tmp_path, corpus):
     final = _weights(tmp_path / "final.nnet")
     # the rejected epoch 4 was undone: the final model carries epoch 3's mark
     assert float(final["state_dict"]["layers.0.wb"][0, 0]) == 3.0
+    assert [m for m, _ in t.starts[1:]] == [1.0, 2.0, 3.0] and [n for _, n in t.starts[1:]] == [100, 200, 300]
+    # ... and so does the live model the trainer goes on with
+    assert float(t.model.affines[0].wb.detach()[0, 0]) == 3.0 and t.opt.num_steps == 300
+
+
+def test_newbob_rejected_epoch_restarts_from_the_accepted_weights(tmp_path, corpus):
+    # ep1 0.9 accepted; ep2 0.95 worse -> rejected (not halving yet: halving starts, lr 0.004);
+    # ep3 must begin from epoch 1's weights and optimizer state, not epoch 2's
+    cfg = TrainConfig(optimizer="sgd", learn_rate=0.008, max_epochs=3)
+    t = _scripted(tmp_path, cfg, [1.0, 0.9, 0.95, 0.85], corpus)
+    assert [x["accepted"] for x in t.st["history"][1:]] == [True, False, True]
+    assert t.starts[2] == (1.0, 100), t.starts
 
 
 def test_newbob_stops_at_max_epochs(tmp_path, corpus):

@@ -197,6 +197,7 @@ def test_nonfinite_cv_loss_rejects_the_epoch(tmp_path, corpus, schedule, losses,
     # never took a non-finite CV loss
     best = _load(tmp_path / "nnet" / "best.pt")["model"]
     assert float(best["layers.0.wb"][0, 0]) == 3.0
+    assert t.starts[2] == (1.0, 100), t.starts   # (weight mark, optimizer steps) epoch 3 began with
 
 
 # ------------------------------------------------------------------ resuming on other data
