@@ -55,7 +55,14 @@ def test_train_end_to_end_outputs(corpus, capsys):
     lp = final["state_dict"]["log_priors"]
     assert abs(float(lp.exp().sum()) - 1.0) < 1e-4
     counts = np.array(open(exp / "ali_train_pdf.counts").read().split()[1:-1], dtype=float)
-    assert counts.sum() == 2199 and np.allclose(np.log(counts / counts.sum()), lp.numpy(), atol=1e-5)
+    # the reference: every aligned frame's pdf through Kaldi's own TransitionModel (kaldi-hmm-gmm)
+    import kaldiio
+    from pynnet.nnet.toy import toy_transition_model
+    tm = toy_transition_model(4)
+    with kaldiio.ReadHelper(f"ark:gunzip -c {ali}/ali.1.gz |") as r:
+        pdfs = np.concatenate([[tm.transition_id_to_pdf(int(t)) for t in tids] for _, tids in r])
+    assert np.array_equal(counts, np.bincount(pdfs, minlength=12))
+    assert np.allclose(np.log(counts / counts.sum()), lp.numpy(), atol=1e-5)
     cv = open(exp / "cv_utts.list").read().split()
     tr = open(exp / "train_utts.list").read().split()
     assert len(cv) == 4 and len(tr) == 34 and not set(cv) & set(tr)
