@@ -480,6 +480,29 @@ def test_adaptive_beam_keeps_best_path(toy):
                           DecodeConfig(beam=16.0, lattice_beam=4.0, max_active=7000, adaptive_beam=True))
         assert adap.words == full.words and adap.likelihood == pytest.approx(full.likelihood, rel=1e-5)
         assert adap.lattice.num_arcs <= full.lattice.num_arcs
+        # the narrowest beam tried (lattice beam + 2) already matched the max-active best path
+        assert full.beam == 16.0 and adap.beam == 6.0
+
+
+def test_adaptive_beam_widens_until_the_best_path_is_matched(toy, monkeypatch):
+    """A target no narrow beam can meet (the max-active best path made 1000 cheaper) widens the
+    beam step by step (6, 8, ..., 14: each one's best path compared) up to the full beam."""
+    import pynnet.decode.decoder as dec
+
+    real, calls = dec._path_cost, []
+
+    def cost(kaldifst, best):
+        calls.append(real(kaldifst, best))
+        return calls[-1] - (1000.0 if len(calls) == 1 else 0.0)
+
+    monkeypatch.setattr(dec, "_path_cost", cost)
+    x = toy.feats([2, 4, 6, 1], seed=5, noise=0.5)
+    adap = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1,
+                      DecodeConfig(beam=16.0, lattice_beam=4.0, max_active=7000, adaptive_beam=True))
+    assert adap.beam == 16.0 and len(calls) == 1 + 5
+    monkeypatch.setattr(dec, "_path_cost", real)
+    full = decode_gmm(toy.hclg, toy.tm, toy.am, x, 0.1, DecodeConfig(beam=16.0, lattice_beam=4.0, adaptive_beam=False))
+    assert adap.words == full.words and adap.likelihood == pytest.approx(full.likelihood, rel=1e-5)
 
 
 def test_adaptive_beam_does_not_settle_for_partial_path(toy):

@@ -47,6 +47,7 @@ class DecodeResult:
     likelihood: float = 0.0       # -(graph + acwt*acoustic) of the best path, as Kaldi logs it
     lattice_text: str = ""        # the raw lattice, AT&T text, acoustic costs unscaled
     num_frames: int = 0
+    beam: float = 0.0             # the beam of the lattice search whose result this is (adaptive_beam)
     _lattice: object = None
 
     @property
@@ -166,7 +167,7 @@ def decode_loglikes(hclg, trans_model, loglikes: np.ndarray, acoustic_scale: flo
         kaldifst.scale_lattice(kaldifst.lattice_scale(1.0, 1.0 / acoustic_scale), raw)
         text = raw.to_str()
     like = -(weight[0] + weight[1])
-    return DecodeResult(True, not reached_final, words, ali, like, text, T)
+    return DecodeResult(True, not reached_final, words, ali, like, text, T, float(beam))
 
 
 def _path_cost(kaldifst, best) -> float:
