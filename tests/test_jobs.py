@@ -131,10 +131,8 @@ def test_sigterm_kills_running_jobs(tmp_path):
             break
         time.sleep(0.05)
     time.sleep(0.3)
-    t0 = time.time()
     p.send_signal(signal.SIGTERM)
-    _, err = p.communicate(timeout=10)
-    assert time.time() - t0 < 5
+    _, err = p.communicate(timeout=25)   # (a hang guard: the jobs sleep 30 s)
     assert p.returncode != 0 and "interrupted" in err
     for j in (1, 2):  # killed before "echo finished": no output, and the signal in the log
         lines = log_lines(tmp_path / f"log/z.{j}.log")
