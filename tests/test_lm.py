@@ -173,8 +173,10 @@ def test_arpa_round_trip_gzip_and_kaldilm(tmp_path):
     txt = kaldilm.arpa2fst(input_arpa=str(tmp_path / "lm.arpa"), disambig_symbol="#0", max_arpa_warnings=0)
     lines = [line.split() for line in txt.strip().splitlines()]
     states = {int(f[0]) for f in lines} | {int(f[1]) for f in lines if len(f) >= 4}
-    # states: the contexts (unigram state (), <s>, bigram contexts) plus the final state handling
-    assert len(states) >= len(lm.contexts()) - 1
+    assert len(states) == len(lm.contexts())   # (), <s> and each bigram context
+    # every context but () backs off through one #0:<eps> arc (the only arcs with an empty output)
+    backoff = [f for f in lines if len(f) >= 4 and f[3] == "0"]
+    assert len(backoff) == len(lm.contexts()) - 1 and len({f[2] for f in backoff}) == 1 and backoff[0][2] != "0"
 
 
 def test_read_arpa_errors(tmp_path, capsys):
