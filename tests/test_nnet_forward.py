@@ -44,8 +44,7 @@ def test_forward_outputs(setup):
     root, data, m = setup
     reader = FeatureReader(data, apply_cmvn=True, delta_order=1)
     utt = sorted(reader.scp)[0]
-    with torch.no_grad():
-        logits = m.utterance_logits(torch.from_numpy(reader.read(utt))).numpy()
+    logits = _reference_logits(m, reader.read(utt))   # (checked against the model's own forward below)
     post = _run(root, data)
     assert len(post) == 8 and post[utt].shape == logits.shape
     assert np.allclose(post[utt].sum(1), 1.0, atol=1e-5)
@@ -232,3 +231,53 @@ def test_forward_into_a_reader_that_goes_away(setup):
                         'echo "rc=${PIPESTATUS[0]}" >&2'], capture_output=True, text=True, timeout=120)
     assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
     assert r.stderr.splitlines() == ["ERROR (pynnet-nnet-forward): the output pipe was closed by its reader", "rc=1"]
+
+
+def _reference_logits(m: Dnn, feats: np.ndarray) -> np.ndarray:
+    """The model's definition written out in float64 numpy: Kaldi's splice (edge frames repeated),
+    <AddShift> and <Rescale>, affine layers, sigmoid / ReLU / p-norm (p=2 over consecutive groups,
+    then rms-normalised rows, nnet2's PnormComponent + NormalizeComponent)."""
+    c, T = m.arch["context"], feats.shape[0]
+    idx = np.clip(np.arange(T)[:, None] + np.arange(-c, c + 1)[None, :], 0, T - 1)
+    x = feats[idx].reshape(T, -1).astype(np.float64)
+    x = (x + m.transform.shift.numpy()) * m.transform.scale.numpy()
+    affs = m.affines
+    for k, a in enumerate(affs):
+        wb = a.wb.detach().numpy().astype(np.float64)
+        x = x @ wb[:, :-1].T + wb[:, -1]
+        if k == len(affs) - 1:
+            break
+        act = m.arch["activation"]
+        if act == "sigmoid":
+            x = 1.0 / (1.0 + np.exp(-x))
+        elif act == "relu":
+            x = np.maximum(x, 0.0)
+        else:
+            g = m.arch["pnorm_group"]
+            y = np.sqrt((x.reshape(T, -1, g) ** 2).sum(2))
+            x = y / np.sqrt((y ** 2).mean(1, keepdims=True))
+    return x
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "relu", "pnorm"])
+def test_forward_matches_a_numpy_reference(activation):
+    from pynnet.nnet.optim import make_optimizer
+
+    m = Dnn(6, [8, 7], 5, activation, context=2, pnorm_group=3)
+    m.init_random(1)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        m.transform.shift.copy_(torch.randn(m.transform.shift.shape, generator=g))
+        m.transform.scale.copy_(torch.rand(m.transform.scale.shape, generator=g) + 0.5)
+        for a in m.affines:
+            a.wb[:, -1].copy_(torch.randn(a.out_dim, generator=g))
+    feats = np.random.default_rng(3).normal(size=(17, 6)).astype(np.float32)
+    want = _reference_logits(m, feats)
+    with torch.no_grad():
+        got = m.utterance_logits(torch.from_numpy(feats)).numpy()
+    assert np.allclose(got, want, atol=1e-4), np.abs(got - want).max()
+    # the training forward (an optimizer's hooks installed: the fused stack for sigmoid / ReLU)
+    make_optimizer("sgd", m)
+    x = m.transform(torch.from_numpy(feats))
+    out = m(x)
+    assert out.requires_grad and np.allclose(out.detach().numpy(), want, atol=1e-4)
