@@ -117,6 +117,13 @@ def test_mixup_splits_heaviest_and_keeps_weights_normalised():
         # means move by +-0.01 stddev
         assert np.abs(am.means(p) - p).max() < 0.1 * np.sqrt([1.0, 4.0][p])
     assert len({tuple(r) for r in am.means(0).round(8)}) == am.weights[0].size
+    # the heaviest component is the one split (as Kaldi's DiagGmm::Split): 0.8 -> 0.4 + 0.4 around
+    # its mean, the light one (0.2, mean 5) untouched
+    am = AmGmm.from_params([np.array([0.8, 0.2])], [np.array([[0.0] * 3, [5.0] * 3])], [np.ones((2, 3))])
+    assert mixup(am, np.array([1000.0]), 3, power=0.2, min_count=20, perturb_factor=0.01, seed=1) == 3
+    order = np.argsort(am.weights[0])
+    assert np.allclose(am.weights[0][order], [0.2, 0.4, 0.4])
+    assert np.allclose(am.means(0)[order[0]], 5.0) and np.abs(am.means(0)[order[1:]]).max() < 0.05
 
 
 def test_boost_silence_scales_likelihood():
@@ -190,7 +197,7 @@ def test_boost_silence_and_mixup_programs(tmp_path):
     r = subprocess.run([f"{bindir}/pynnet-gmm-mixup", "--mix-up", "30", str(tmp_path / "a.mdl"), str(tmp_path / "occs"),
                         str(tmp_path / "c.mdl")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert read_model(tmp_path / "c.mdl")[1].num_gauss >= 30
+    assert read_model(tmp_path / "c.mdl")[1].num_gauss == 30
     (tmp_path / "occs").write_bytes(w.getvalue()[:20])
     r = subprocess.run([f"{bindir}/pynnet-gmm-mixup", "--mix-up", "30", str(tmp_path / "a.mdl"), str(tmp_path / "occs"),
                         str(tmp_path / "d.mdl")], capture_output=True, text=True)
