@@ -8,7 +8,7 @@
 # Begin configuration section.
 nj=4
 cmd=run.pl
-use_graphs=false   # true: reuse <src-dir>/fsts.JOB.ark (same data and nj)
+use_graphs=false   # true: reuse <src-dir>/fsts.JOB.gz (same data and nj; Kaldi's name, or our old fsts.JOB.ark)
 scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"
 beam=10
 retry_beam=40
@@ -46,6 +46,11 @@ for f in $data/text $data/feats.scp $data/utt2spk $lang/L.fst $lang/words.txt \
 done
 . steps/libs/jobs.sh
 jobs_check_nj "$nj"
+# A Kaldi LDA+MLLT or SAT system transforms its features (final.mat): pynnet has no such stage.
+if [ -f "$srcdir/final.mat" ]; then
+  echo "$0: $srcdir/final.mat: LDA+MLLT/SAT feature transforms are not supported (use a delta-feature system)" >&2
+  exit 1
+fi
 # A model trained with another phone set cannot align with this lang dir (as utils/mkgraph.sh).
 utils/lang/check_phones_compatible.sh $srcdir/phones.txt $lang/phones.txt || exit 1
 cmd="jobs_report $cmd"  # a failed job's ERROR line is the reason given
@@ -56,7 +61,7 @@ sdata=$data/split$nj
 [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
 
 cmvn_opts=$(cat $srcdir/cmvn_opts 2>/dev/null || true)
-delta_opts=$(cat $srcdir/delta_opts 2>/dev/null || echo "--delta-order 2")
+delta_opts=$(cat $srcdir/delta_opts 2>/dev/null || true)   # empty: add-deltas' order 2
 echo "$cmvn_opts" > $dir/cmvn_opts
 echo "$delta_opts" > $dir/delta_opts
 cp $srcdir/tree $dir/tree
@@ -70,8 +75,10 @@ align_opts="$scale_opts --beam $beam --retry-beam $retry_beam --careful $careful
 echo "$0: aligning data in $data using model from $srcdir, putting alignments in $dir"
 if [ "$use_graphs" = true ]; then
   [ "$(cat $srcdir/num_jobs)" = "$nj" ] || { echo "$0: --use-graphs true needs --nj $(cat $srcdir/num_jobs)" >&2; exit 1; }
+  graphs=$srcdir/fsts.JOB.gz
+  [ ! -f $srcdir/fsts.1.gz ] && [ -f $srcdir/fsts.1.ark ] && graphs=$srcdir/fsts.JOB.ark   # (older pynnet)
   $cmd JOB=1:$nj $dir/log/align.JOB.log \
-    pynnet-gmm-align-compiled "${feat_opts[@]}" $align_opts $dir/final.mdl $srcdir/fsts.JOB.ark \
+    pynnet-gmm-align-compiled "${feat_opts[@]}" $align_opts $dir/final.mdl $graphs \
       $sdata/JOB $dir/ali.JOB.gz
 else
   $cmd JOB=1:$nj $dir/log/align.JOB.log \

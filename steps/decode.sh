@@ -42,18 +42,20 @@ Options:
 decode_args "$@"  # graphdir data dir srcdir
 
 [ -z "$model" ] && model=$srcdir/$iter.mdl
+# A Kaldi LDA+MLLT or SAT system transforms its features (final.mat): pynnet has no such stage.
+if [ -f "$srcdir/final.mat" ]; then
+  echo "$0: $srcdir/final.mat: LDA+MLLT/SAT feature transforms are not supported (use a delta-feature system)" >&2
+  exit 1
+fi
 
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$model"; do
   [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
 
 cmvn_opts=
-delta_opts="--delta-order 2"  # Kaldi's add-deltas default when the exp dir has no delta_opts
+delta_opts=   # as Kaldi's: the exp dir's delta_opts (add-deltas options; absent or empty: order 2)
 [ -f "$srcdir/cmvn_opts" ] && cmvn_opts=$(cat "$srcdir/cmvn_opts")
 [ -f "$srcdir/delta_opts" ] && delta_opts=$(cat "$srcdir/delta_opts")
-if [ ! -f "$srcdir/delta_opts" ]; then
-  echo "$0: warning: no $srcdir/delta_opts, using $delta_opts (Kaldi's default)" >&2
-fi
 if ! echo " $cmvn_opts " | grep -q -- "--norm-means=false"; then
   [ -f "$data/cmvn.scp" ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
 fi

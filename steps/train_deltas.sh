@@ -3,7 +3,7 @@
 # from the source alignments, questions by phone clustering, a decision tree with <num-leaves>
 # leaves, model initialised from the tree stats, alignments converted to the new tree, then EM
 # passes with realignment on --realign-iters and Gaussians added up to <tot-gauss>.
-# Writes <exp-dir>/{1.mdl..final.mdl,tree,questions.qst,final.occs,ali.JOB.gz,fsts.JOB.ark,num_jobs,
+# Writes <exp-dir>/{1.mdl..final.mdl,tree,questions.qst,final.occs,ali.JOB.gz,fsts.JOB.gz,num_jobs,
 # cmvn_opts,delta_opts,phones.txt,log/}.
 
 # Begin configuration section.
@@ -20,7 +20,7 @@ retry_beam=40
 boost_silence=1.0  # factor on silence likelihoods in alignment
 power=0.25       # Gaussians per pdf ~ occupancy^power
 cluster_thresh=-1  # for build-tree post-clustering
-delta_order=2
+delta_opts=      # add-deltas options, e.g. "--delta-order=3" (default: order 2)
 cmvn_opts=       # default: as the alignment dir's
 context_opts=    # e.g. "--context-width 3 --central-position 1"
 # End configuration section.
@@ -34,6 +34,7 @@ Options:
   --realign-iters <list>    # passes that realign (default \"$realign_iters\")
   --boost-silence <f>       # silence likelihood factor in alignment (default $boost_silence)
   --power <f>               # mix-up power (default $power)
+  --delta-opts <opts>       # add-deltas options, e.g. \"--delta-order=3\" (default: order 2)
   --stage <stage>           # resume from this stage (default $stage)"
 
 . ./path.sh 2>/dev/null || true
@@ -119,7 +120,7 @@ fi
 if [ $stage -le 0 ]; then
   echo "$0: compiling graphs of transcripts"
   $cmd JOB=1:$nj $dir/log/compile_graphs.JOB.log \
-    pynnet-compile-train-graphs $dir/tree $dir/1.mdl $lang $sdata/JOB $dir/fsts.JOB.ark
+    pynnet-compile-train-graphs $dir/tree $dir/1.mdl $lang $sdata/JOB $dir/fsts.JOB.gz
 fi
 
 x=1

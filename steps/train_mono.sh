@@ -2,7 +2,7 @@
 # Flat-start monophone GMM-HMM training (Kaldi's steps/train_mono.sh).
 # Global mean/variance -> one Gaussian per pdf; equal alignment for pass 0; then EM passes with
 # Viterbi realignment on --realign-iters and Gaussians added each pass up to --totgauss.
-# Writes <exp-dir>/{0.mdl,1.mdl,...,final.mdl,tree,final.occs,ali.JOB.gz,fsts.JOB.ark,num_jobs,
+# Writes <exp-dir>/{0.mdl,1.mdl,...,final.mdl,tree,final.occs,ali.JOB.gz,fsts.JOB.gz,num_jobs,
 # cmvn_opts,delta_opts,phones.txt,log/}.
 
 # Begin configuration section.
@@ -12,13 +12,16 @@ scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"
 num_iters=40     # number of EM passes
 max_iter_inc=30  # Gaussians are added up to this pass
 totgauss=1000    # target total number of Gaussians
+initial_beam=6   # beam of the first pass
+regular_beam=10  # beam after the first pass
+retry_beam=40
 careful=false
 boost_silence=1.0  # factor on silence likelihoods during alignment
 realign_iters="1 2 3 4 5 6 7 8 9 10 12 14 16 18 20 23 26 29 32 35 38"
 power=0.25       # Gaussians per pdf ~ occupancy^power
 cmvn_opts=       # e.g. "--norm-vars=true"
 norm_vars=false
-delta_order=2
+delta_opts=      # add-deltas options, e.g. "--delta-order=3" (default: order 2)
 stage=-4
 # End configuration section.
 
@@ -33,6 +36,10 @@ Options:
   --realign-iters <list>    # passes that realign (default \"$realign_iters\")
   --power <f>               # mix-up power (default $power)
   --cmvn-opts <opts>        # CMVN options, e.g. \"--norm-vars=true\" (default: mean normalisation)
+  --delta-opts <opts>       # add-deltas options, e.g. \"--delta-order=3\" (default: order 2)
+  --initial-beam <f>        # alignment beam of the first pass (default $initial_beam)
+  --regular-beam <f>        # alignment beam after it (default $regular_beam)
+  --retry-beam <f>          # beam of the retry of a failed alignment (default $retry_beam)
   --stage <stage>           # resume from this stage (default $stage)"
 
 . ./path.sh 2>/dev/null || true
@@ -77,13 +84,13 @@ incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
 if [ $stage -le -2 ]; then
   echo "$0: compiling training graphs"
   $cmd JOB=1:$nj $dir/log/compile_graphs.JOB.log \
-    pynnet-compile-train-graphs $dir/tree $dir/0.mdl $lang $sdata/JOB $dir/fsts.JOB.ark
+    pynnet-compile-train-graphs $dir/tree $dir/0.mdl $lang $sdata/JOB $dir/fsts.JOB.gz
 fi
 
 if [ $stage -le -1 ]; then
   echo "$0: aligning data equally (pass 0)"
   $cmd JOB=1:$nj $dir/log/align.0.JOB.log \
-    pynnet-align-equal-compiled "${feat_opts[@]}" $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
+    pynnet-align-equal-compiled "${feat_opts[@]}" $dir/fsts.JOB.gz $sdata/JOB $dir/ali.JOB.gz
   $cmd JOB=1:$nj $dir/log/acc.0.JOB.log \
     pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $cache_opts $dir/0.mdl $sdata/JOB $dir/ali.JOB.gz $dir/0.JOB.acc
 fi
@@ -97,17 +104,17 @@ if [ $stage -le 0 ]; then
   rm -f $dir/0.*.acc
 fi
 
-beam=6  # 10 after the first pass
+beam=$initial_beam  # $regular_beam after the first pass
 x=1
 while [ $x -lt $num_iters ]; do
   echo "$0: pass $x"
   if [ $stage -le $x ]; then
-    gmm_train_pass $x $beam $((beam * 4))
+    gmm_train_pass $x $beam $retry_beam
   fi
   if [ $x -le $max_iter_inc ]; then
     numgauss=$((numgauss + incgauss))
   fi
-  beam=10
+  beam=$regular_beam
   x=$((x + 1))
 done
 

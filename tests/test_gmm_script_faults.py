@@ -4,6 +4,7 @@ utils/mkgraph.sh and Kaldi's utils/lang/check_phones_compatible.sh), a --nj that
 integer, and a failing job (the reason, its log's ERROR line, is in the script's message)."""
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -197,3 +198,46 @@ def test_killed_decode_leaves_no_lattice_under_its_final_name(gmm_decode_setup):
                         str(dec)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(p.name for p in dec.glob("lat.*")) == ["lat.1.gz", "lat.2.gz"], sorted(os.listdir(dec))
+
+
+def test_kaldi_layout_of_a_gmm_exp_dir(work):
+    """What Kaldi's scripts read from our exp dirs: delta_opts holds add-deltas options that Kaldi's
+    option parser takes (empty: its default order 2; '--delta-order 2' with a space is refused by
+    it), training graphs as fsts.JOB.gz (gzipped fst archives, what align_si.sh --use-graphs
+    reads), and a Kaldi-style '--delta-opts' option that reaches the feature pipeline."""
+    mono = work / "exp/mono"
+    assert (mono / "delta_opts").read_text() == "\n"
+    for n in (1, 2):
+        first_utt = (work / f"data/train/split2/{n}/feats.scp").read_text().split()[0]
+        with gzip.open(mono / f"fsts.{n}.gz", "rb") as f:   # a Kaldi fst archive: "<key> <OpenFst magic>..."
+            assert f.read(len(first_utt) + 5) == first_utt.encode() + b" \xd6\xfd\xb2\x7e"
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "--use-graphs", "true", "data/train", "lang", "exp/mono",
+           "exp/ali_graphs")
+    assert "12 of 12 utterances aligned" in r.stdout, r.stdout
+    # a truncated graph archive is one error naming it, not a partial alignment
+    bad = work / "exp/mono_badfsts"
+    shutil.copytree(mono, bad, symlinks=True)
+    blob = (bad / "fsts.2.gz").read_bytes()
+    (bad / "fsts.2.gz").write_bytes(blob[:len(blob) // 2])
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "--use-graphs", "true", "data/train", "lang", "exp/mono_badfsts",
+           "exp/ali_badfsts", check=False)
+    assert r.returncode != 0 and "fsts.2.gz: corrupt or truncated gzip file" in r.stderr, r.stderr
+    # --delta-opts as Kaldi's (here a first-order system: 26-dim features)
+    sh(work, "steps/train_mono.sh", "--nj", "2", "--num-iters", "2", "--totgauss", "40", "--realign-iters", "1",
+       "--delta-opts", "--delta-order=1", "--initial-beam", "8", "--retry-beam", "30", "data/train", "lang",
+       "exp/mono_d1")
+    assert (work / "exp/mono_d1/delta_opts").read_text() == "--delta-order=1\n"
+    assert "--beam 8 --retry-beam 30" in (work / "exp/mono_d1/log/align.1.1.log").read_text()
+    from pynnet.hmm.model_io import read_model
+    assert read_model(str(work / "exp/mono_d1/final.mdl"))[1].dim == 26
+
+
+def test_lda_mllt_systems_are_refused_in_one_line(work):
+    lda = work / "exp/mono_lda"
+    shutil.copytree(work / "exp/mono", lda, symlinks=True)
+    (lda / "final.mat").write_bytes(b"\0B")
+    r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang", "exp/mono_lda", "exp/ali_lda", check=False)
+    line = _one_line_error(r)
+    assert line == ("steps/align_si.sh: exp/mono_lda/final.mat: LDA+MLLT/SAT feature transforms are not supported "
+                    "(use a delta-feature system)"), line
+    assert not (work / "exp/ali_lda").exists()

@@ -5,9 +5,14 @@ Kaldi's gmm-init-mono, compile-train-graphs and align-equal-compiled, as library
 """
 from __future__ import annotations
 
+import contextlib
+import gzip
 import os
 import shlex
+import shutil
 import sys
+import tempfile
+import zlib
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -372,7 +377,8 @@ class GraphCompiler:
 
 
 def write_graphs(path: str, graphs: Iterable[tuple[str, object]]) -> int:
-    """Write FSTs as a Kaldi fst archive (readable by Kaldi as ark:path)."""
+    """Write FSTs as a Kaldi fst archive (readable by Kaldi as ark:path), gzipped when ``path``
+    ends in .gz (Kaldi's fsts.JOB.gz: ``ark:gunzip -c path|``). Atomic."""
     import kaldi_hmm_gmm  # noqa: F401
     import kaldifst
 
@@ -380,25 +386,46 @@ def write_graphs(path: str, graphs: Iterable[tuple[str, object]]) -> int:
 
     n = 0
     with atomic_path(path) as tmp:
-        w = kaldifst.VectorFstWriter(f"ark:{tmp}")
+        ark = tmp + ".ark" if path.endswith(".gz") else tmp
+        w = kaldifst.VectorFstWriter(f"ark:{ark}")
         for key, g in graphs:
             w.write(key, g)
             n += 1
         w.close()
+        if ark != tmp:
+            with open(ark, "rb") as fi, gzip.open(tmp, "wb", compresslevel=1) as fo:
+                shutil.copyfileobj(fi, fo, 1 << 20)
+            os.unlink(ark)
     return n
 
 
 def read_graphs(path: str) -> Iterator[tuple[str, object]]:
+    """The FSTs of a Kaldi fst archive (gzipped if ``path`` ends in .gz)."""
     import kaldi_hmm_gmm  # noqa: F401
     import kaldifst
 
     if not os.path.isfile(path):
         fail("no such graph archive", path)
-    r = kaldifst.SequentialVectorFstReader(f"ark:{path}")
-    while not r.done:
-        yield r.key, r.value.copy()
-        r.next()
-    r.close()
+    with contextlib.ExitStack() as stack:
+        ark = path
+        if path.endswith(".gz"):
+            # unpacked by Python, whose gzip checks the CRC and length (a truncated file is an error)
+            tmp = stack.enter_context(tempfile.NamedTemporaryFile(suffix=".ark"))
+            try:
+                with gzip.open(path, "rb") as fi:
+                    shutil.copyfileobj(fi, tmp, 1 << 20)
+            except (OSError, EOFError, zlib.error) as e:
+                fail(f"corrupt or truncated gzip file ({e})", path)
+            tmp.flush()
+            ark = tmp.name
+        try:
+            r = kaldifst.SequentialVectorFstReader(f"ark:{ark}")
+            while not r.done:
+                yield r.key, r.value.copy()
+                r.next()
+            r.close()
+        except RuntimeError as e:
+            fail(f"cannot read as a Kaldi fst archive ({str(e).strip().splitlines()[-1]})", path)
 
 
 def equal_align(graph, num_frames: int, seed: int = 3) -> np.ndarray | None:

@@ -1,6 +1,6 @@
 # Pieces shared by steps/train_mono.sh and steps/train_deltas.sh, sourced after their options
 # are parsed (". steps/libs/train_gmm.sh").  The functions read the training scripts' variables:
-# data lang dir nj cmd cmvn_opts delta_order boost_silence scale_opts careful realign_iters
+# data lang dir nj cmd cmvn_opts delta_opts boost_silence scale_opts careful realign_iters
 # power numgauss.
 
 # gmm_train_setup: the exp dir's bookkeeping (num_jobs, phones.txt, cmvn_opts, delta_opts, the
@@ -13,8 +13,8 @@ gmm_train_setup() {
   [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
   cp $lang/phones.txt $dir
   echo "$cmvn_opts" > $dir/cmvn_opts
-  echo "--delta-order $delta_order" > $dir/delta_opts
-  feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order")
+  echo "$delta_opts" > $dir/delta_opts   # add-deltas options as Kaldi's (empty: order 2)
+  feat_opts=(--cmvn-opts "$cmvn_opts" $delta_opts)
   # Processed features (CMVN + deltas) are cached per job for the training passes.
   cache_opts="--feats-cache $dir/cache/feats.JOB.npz"
   mkdir -p $dir/cache
@@ -33,7 +33,7 @@ gmm_train_pass() {
     $cmd JOB=1:$nj $dir/log/align.$x.JOB.log \
       pynnet-gmm-align-compiled "${feat_opts[@]}" $cache_opts $scale_opts $boost_opts --beam $beam \
         --retry-beam $retry_beam --careful $careful --acc-out $dir/$x.JOB.acc \
-        $dir/$x.mdl $dir/fsts.JOB.ark $sdata/JOB $dir/ali.JOB.gz
+        $dir/$x.mdl $dir/fsts.JOB.gz $sdata/JOB $dir/ali.JOB.gz
   else
     $cmd JOB=1:$nj $dir/log/acc.$x.JOB.log \
       pynnet-gmm-acc-stats-ali "${feat_opts[@]}" $cache_opts $dir/$x.mdl $sdata/JOB $dir/ali.JOB.gz $dir/$x.JOB.acc
