@@ -261,6 +261,18 @@ def test_mkgraph_cli_and_script(lang_test, tmp_path, capsys):
     lexp = lexicon_phones(lang_test)
     _, words = decode(hclg, am, tm, synth_feats(lang, lexp, ["d", "ab"], pdf_of))
     assert [lang.word_names[i] for i in words] == ["d", "ab"]
+    # Kaldi's forms: bare --remove-oov, the ignored --mono; the same graph as --remove-oov true
+    outs = []
+    for opts in (["--mono", "--remove-oov", "--self-loop-scale", "0.1"], ["--remove-oov", "true"]):
+        g = tmp_path / f"graph_{len(outs)}"
+        r = subprocess.run([os.path.join(ROOT, "utils", "mkgraph.sh"), *opts, lang_test, str(mdir), str(g)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        outs.append((g / "HCLG.fst").read_bytes())
+    assert "--mono, --left-biphone and --quinphone options are deprecated and ignored" in \
+        subprocess.run([os.path.join(ROOT, "utils", "mkgraph.sh"), "--mono", lang_test, str(mdir), str(tmp_path / "graph_0")],
+                       capture_output=True, text=True).stderr
+    assert outs[0] == outs[1]
     # second run: up to date, nothing rebuilt
     mtime = os.path.getmtime(tmp_path / "graph" / "HCLG.fst")
     r = subprocess.run([os.path.join(ROOT, "utils", "mkgraph.sh"), lang_test, str(mdir), str(tmp_path / "graph")],

@@ -233,3 +233,7 @@ def test_int2sym_sym2int_roundtrip(tmp_path):
     r = subprocess.run(f"echo 'u1 hello zzz' | {ROOT}/utils/sym2int.pl -f 2- {words}", shell=True,
                        capture_output=True, text=True)
     assert r.returncode != 0 and "symbol 'zzz' is not in" in r.stderr
+    # a numeric --map-oov is the id itself, as Kaldi's steps pass it ($(cat $lang/oov.int))
+    r = subprocess.run(f"echo 'u1 hello zzz' | {ROOT}/utils/sym2int.pl --map-oov 3 -f 2- {words}", shell=True,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "u1 1 3\n", r.stderr

@@ -16,7 +16,25 @@ e.g.: $0 data/lang_test exp/tri1/ exp/tri1/graph
   --self-loop-scale <scale>    # default 0.1 (Kaldi's default; use 1.0 for chain models)
   --transition-scale <scale>   # default 1.0
   --remove-oov (true|false)    # default false; if true, remove the OOV word (oov.int) from G
-<lang-dir> must contain G.fst (utils/format_lm.sh); <model-dir> final.mdl and tree."
+<lang-dir> must contain G.fst (utils/format_lm.sh); <model-dir> final.mdl and tree.
+ Kaldi's forms are taken too: a bare --remove-oov, and --mono / --left-biphone / --quinphone
+ (deprecated in Kaldi: ignored)."
+# Kaldi's mkgraph.sh reads these first, before parse_options.sh (which needs a value for each option)
+while true; do
+  case "${1:-}" in
+    --mono|--left-biphone|--quinphone)
+      echo "$0: WARNING: the --mono, --left-biphone and --quinphone options are deprecated and ignored." >&2
+      shift ;;
+    --remove-oov)
+      case "${2:-}" in true|false) break ;; esac   # --remove-oov true|false: parse_options.sh's
+      remove_oov=true; shift ;;
+    --transition-scale|--self-loop-scale)
+      [ $# -ge 2 ] || break
+      if [ "$1" = --transition-scale ]; then transition_scale=$2; else self_loop_scale=$2; fi
+      shift 2 ;;
+    *) break ;;
+  esac
+done
 . "$__top/utils/parse_options.sh" || exit 1
 [ -n "$self_loop_scale" ] && loopscale=$self_loop_scale
 [ -n "$transition_scale" ] && tscale=$transition_scale
