@@ -333,14 +333,18 @@ def test_subset_modes(tmp_path):
     s, u = subset("--shortest", d, 4, "DEST")
     assert u == ["spkA-u1", "spkA-u2", "spkB-u1", "spkC-u1"]
     assert keys(s / "cmvn.scp") == ["spkA", "spkB", "spkC"]
-    assert subset(d, 3, "DEST")[1] == ["spkA-u2", "spkB-u2", "spkC-u2"]  # evenly spaced (Kaldi default)
+    # Kaldi's subset_scp.pl on 9 lines, 3 needed: [0,4) needs 1 -> [2,4) -> line 3; [4,9) needs 2
+    # -> [4,6) needs 1 -> line 5, [6,9) needs 1 -> [7,9) -> line 8 (0-based)
+    assert subset(d, 3, "DEST")[1] == ["spkB-u1", "spkB-u3", "spkC-u3"]
     r1 = subset("--random", "--seed", 1, d, 4, "DEST")[1]
     assert r1 == subset("--random", "--seed", 1, d, 4, "DEST")[1]
     assert len(r1) == 4 and set(r1) <= set(all_utts)
     assert any(subset("--random", "--seed", s, d, 4, "DEST")[1] != r1 for s in (2, 3, 4))
     assert subset("--per-spk", d, 1, "DEST")[1] == ["spkA-u1", "spkB-u1", "spkC-u1"]
+    # shuffle_list.pl (srand 0) keys spkA 0.1708.., spkB 0.7499.., spkC 0.0963.. -> C, A, B; C's 3
+    # utterances are fewer than 4, so A is taken too
     sp = subset("--speakers", d, 4, "DEST")[1]
-    assert len(sp) == 6 and len({u.split("-")[0] for u in sp}) == 2
+    assert sp == ["spkA-u1", "spkA-u2", "spkA-u3", "spkC-u1", "spkC-u2", "spkC-u3"]
     write(tmp_path / "ulist", ["spkC-u2", "spkA-u1", "nosuch"])
     s, u = subset("--utt-list", tmp_path / "ulist", d, "DEST")
     assert u == ["spkA-u1", "spkC-u2"]
@@ -351,14 +355,15 @@ def test_subset_modes(tmp_path):
 
 
 def test_subset_shortest_by_segments_and_utt2dur(tmp_path):
-    d = make_dir(tmp_path / "d", segments=True, extra=False)
+    # no utt2num_frames and no feats.scp (with feats.scp Kaldi's frame counts are used)
+    d = make_dir(tmp_path / "d", segments=True, extra=False, feats=False, cmvn=False)
     r = sh(UTILS / "subset_data_dir.sh", "--shortest", d, 2, tmp_path / "s")
     assert r.returncode == 0, r.stderr
     assert keys(tmp_path / "s/utt2spk") == ["spkA-u1", "spkB-u1"]
     assert keys(tmp_path / "s/wav.scp") == ["spkA-rec", "spkB-rec"]
-    assert sh(UTILS / "validate_data_dir.sh", tmp_path / "s").returncode == 0
-    e = make_dir(tmp_path / "e", extra=False)
-    assert "need utt2num_frames, utt2dur or segments" in error_line(
+    assert sh(UTILS / "validate_data_dir.sh", "--no-feats", tmp_path / "s").returncode == 0
+    e = make_dir(tmp_path / "e", extra=False, feats=False, cmvn=False)
+    assert "need utt2num_frames, feats.scp, utt2dur or segments" in error_line(
         sh(UTILS / "subset_data_dir.sh", "--shortest", e, 2, tmp_path / "t"))
 
 
@@ -505,9 +510,13 @@ def test_split_scp(tmp_path):
     assert [ln.split()[0] for ln in r3.stdout.splitlines()] == ["s3-u1", "s3-u2", "s3-u3"]
     assert error_line(sh(UTILS / "split_scp.pl", d / "wav.scp", *[tmp_path / f"x{k}" for k in range(10)])) == \
         f"ERROR (pynnet-split-scp): {d}/wav.scp: refusing to split: 9 lines is fewer than the 10 output files"
-    write(tmp_path / "mixed.scp", ["s1-u1 a", "s2-u1 b", "s1-u2 c"])
-    assert error_line(sh(UTILS / "split_scp.pl", f"--utt2spk={d / 'utt2spk'}", tmp_path / "mixed.scp", *outs[:2])) == \
-        f"ERROR (pynnet-split-scp): {tmp_path}/mixed.scp:3: lines of speaker 's1' are not contiguous (sort by speaker, e.g. make speaker-ids prefixes of utterance-ids)"
+    # a speaker's lines need not be adjacent: grouped by speaker (first appearance), as Kaldi does
+    write(tmp_path / "mixed.scp", ["s1-u1 a", "s2-u1 b", "s1-u2 c", "s3-u1 d"])
+    assert sh(UTILS / "split_scp.pl", f"--utt2spk={d / 'utt2spk'}", tmp_path / "mixed.scp", *outs[:2]).returncode == 0
+    assert read(outs[0]) == ["s1-u1 a", "s1-u2 c"] and read(outs[1]) == ["s2-u1 b", "s3-u1 d"]
+    write(tmp_path / "nospk.scp", ["s1-u1 a", "zz b"])
+    assert error_line(sh(UTILS / "split_scp.pl", f"--utt2spk={d / 'utt2spk'}", tmp_path / "nospk.scp", *outs[:2])) == \
+        f"ERROR (pynnet-split-scp): {tmp_path}/nospk.scp:2: 'zz' has no speaker in utt2spk"
     assert "out of range" in error_line(sh(UTILS / "split_scp.pl", "-j", 3, 3, d / "wav.scp"))
     assert sh(UTILS / "split_scp.pl", d / "wav.scp", real=True).returncode == 1
 

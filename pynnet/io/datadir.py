@@ -277,15 +277,23 @@ class DataDir:
         return out
 
     def utt_durations(self) -> dict[str, float]:
-        """Length of each utterance, for --shortest: utt2num_frames (frames), else utt2dur,
-        else segment lengths (seconds)."""
+        """Length of each utterance, for --shortest: utt2num_frames (frames), else the frame
+        counts of feats.scp (as Kaldi), else utt2dur, else segment lengths (seconds)."""
         if "utt2num_frames" in self.tables:
             return {k: float(v) for k, v in self.utt2num_frames.items()}
+        if "feats.scp" in self.tables:
+            # Kaldi's subset_data_dir.sh --shortest: feat-to-len scp:feats.scp when there is no
+            # utt2num_frames (frame counts tie where durations do not; ties go by utterance-id)
+            from pynnet.feat.tables import read_matrices
+            try:
+                return {u: float(len(x)) for u, x in read_matrices("scp:" + self.file("feats.scp"))}
+            except (OSError, ValueError) as e:
+                fail(f"cannot read the features to find the shortest utterances: {e}", self.file("feats.scp"))
         if "utt2dur" in self.tables:
             return dict(self.utt2dur)
         if "segments" in self.tables:
             return {u: s.end - s.start for u, s in self.segments.items()}
-        fail("need utt2num_frames, utt2dur or segments to find the shortest utterances "
+        fail("need utt2num_frames, feats.scp, utt2dur or segments to find the shortest utterances "
              "(run utils/data/get_utt2dur.sh)", self.path)
 
 
@@ -694,10 +702,50 @@ def fix_data_dir(path: str | os.PathLike, utt_extra_files: Iterable[str] = (),
 # --- subset ----------------------------------------------------------------------------------
 
 def evenly_spaced(items: list[str], n: int) -> list[str]:
-    """``n`` items spread evenly through ``items`` (Kaldi subset_scp.pl: avoids taking them all
-    from a few speakers)."""
+    """``n`` of ``items`` spread through the list, exactly the ones Kaldi's subset_scp.pl picks
+    (its default mode): halve the range [start, end) and the count needed (the first half gets
+    ``floor(need/2)``, the second the rest) until a range is one item long; that item is kept if
+    one is still needed.  Ranges needing none or all of their items are settled at once (the
+    same choice, without visiting every item)."""
     m = len(items)
-    return [items[(2 * i + 1) * m // (2 * n)] for i in range(n)]
+    if not 0 <= n <= m:
+        raise ValueError(f"cannot pick {n} of {m} items")
+    out: list[str] = []
+    stack = [(0, m, n)]
+    while stack:
+        start, end, need = stack.pop()
+        if need == 0:
+            continue
+        if need == end - start:
+            out.extend(items[start:end])
+            continue
+        half = (end - start) // 2
+        # second half pushed first: the first half is visited (and output) first
+        stack.append((start + half, end, need - need // 2))
+        stack.append((start, start + half, need // 2))
+    return out
+
+
+def per_speaker_spaced(utts: list[str], n: int) -> list[str]:
+    """Up to ``n`` of one speaker's utterances, as Kaldi's subset_data_dir.sh --per-spk picks them:
+    every ``skip``-th from the first, ``skip`` being the largest stride (at least 1) that still
+    gives ``n`` (so all of them when the speaker has ``n`` or fewer)."""
+    skip = max(1, len(utts) // n)
+    return utts[:n * skip:skip]
+
+
+def perl_shuffle(lines: list[str], seed: int = 0) -> list[str]:
+    """``lines`` in the order Kaldi's utils/shuffle_list.pl gives them (``--srand seed``; it seeds
+    0 by default): perl's rand() (perl's own drand48 since 5.20, seeded ``(seed << 16) + 0x330E``,
+    the seed taken modulo 2**32) draws a key per line in input order, and the lines are sorted by
+    the keys *as strings* (perl's ``cmp`` on its 15-significant-digit "%.15g" form), stably."""
+    x = ((seed & 0xFFFFFFFF) << 16) + 0x330E
+    keyed = []
+    for line in lines:
+        x = (0x5DEECE66D * x + 0xB) & 0xFFFFFFFFFFFF
+        keyed.append(("%.15g" % math.ldexp(x, -48), line))
+    keyed.sort(key=lambda kv: kv[0].encode())
+    return [line for _, line in keyed]
 
 
 def subset(dd: DataDir, *, first: int | None = None, last: int | None = None,
@@ -712,7 +760,8 @@ def subset(dd: DataDir, *, first: int | None = None, last: int | None = None,
         fail(f"subset needs exactly one selection mode, got {sorted(modes) or 'none'}")
     (mode, arg), = modes.items()
     utts = dd.utts
-    if mode in ("first", "last", "shortest", "random_n", "evenly"):
+    if mode in ("first", "last", "shortest", "random_n", "evenly", "speakers", "per_spk"):
+        # Kaldi's subset_data_dir.sh refuses <num-utt> above the utterance count in every mode
         if not isinstance(arg, int) or arg <= 0:
             fail(f"number of utterances must be a positive integer, got '{arg}'")
         if arg > len(utts):
@@ -726,22 +775,19 @@ def subset(dd: DataDir, *, first: int | None = None, last: int | None = None,
     elif mode == "random_n":
         keep = random.Random(seed).sample(utts, arg)
     elif mode == "shortest":
+        # Kaldi: `sort -n -k2` of the lengths (ties: by utterance-id, C order), the first <num>
         dur = dd.utt_durations()
         missing = [u for u in utts if u not in dur]
         if missing:
             fail(f"utterance '{missing[0]}' has no length (incomplete utt2dur/utt2num_frames/segments)", dd.path)
         keep = sorted(utts, key=lambda u: (dur[u], u.encode()))[:arg]
     elif mode == "per_spk":
-        if arg <= 0:
-            fail(f"--per-spk needs a positive number, got {arg}")
-        keep = [u for us in dd.spk2utt.values() for u in us[:arg]]
+        keep = [u for us in dd.spk2utt.values() for u in per_speaker_spaced(us, arg)]
     elif mode == "speakers":
-        # Random speakers (fixed seed) until the utterance count reaches ``arg`` (Kaldi --speakers).
-        if arg <= 0 or arg > len(utts):
-            fail(f"cannot subset to {arg} utterances: the data dir has only {len(utts)}", dd.file("utt2spk"))
+        # Kaldi: shuffle_list.pl (seed 0; --seed S = its --srand S) on spk2utt, then whole speakers
+        # in that order while fewer than <num> utterances are taken.
         s2u = dd.spk2utt
-        spks = list(s2u)
-        random.Random(seed).shuffle(spks)
+        spks = perl_shuffle(list(s2u), seed)
         keep, total = [], 0
         for s in spks:
             if total >= arg:
@@ -799,59 +845,87 @@ def _read_id_list(path: str) -> list[str]:
 
 # --- split -----------------------------------------------------------------------------------
 
+def split_line_counts(m: int, n: int) -> list[int]:
+    """Lines in each of ``n`` parts of ``m`` lines, Kaldi's split_scp.pl without --utt2spk: the
+    first ``m mod n`` parts get one line more."""
+    if m < n:
+        raise ValueError(f"{m} lines cannot make {n} non-empty parts")
+    q, r = divmod(m, n)
+    return [q + 1 if k < r else q for k in range(n)]
+
+
 def split_counts(sizes: list[int], n: int) -> list[int]:
-    """Cut a sequence of groups (their sizes in items) into ``n`` contiguous non-empty parts
-    with item counts as even as possible; returns the number of groups in each part."""
-    if len(sizes) < n:
-        raise ValueError(f"{len(sizes)} groups cannot make {n} non-empty parts")
-    if all(sz == 1 for sz in sizes):
-        # plain lines: the first (M mod N) parts get one extra, as Kaldi's split_scp.pl does
-        q, r = divmod(len(sizes), n)
-        return [q + 1 if k < r else q for k in range(n)]
-    total = sum(sizes)
-    parts: list[int] = []
-    i = 0
-    done = 0
-    for k in range(n):
-        remaining_parts = n - k
-        if remaining_parts == 1:
-            parts.append(len(sizes) - i)
-            break
-        target = total * (k + 1) / n
-        j = i + 1  # at least one group in this part
-        acc = done + sizes[i]
-        # take more groups while that gets closer to the target and leaves enough for the rest
-        while len(sizes) - j > remaining_parts - 1 and abs(acc + sizes[j] - target) <= abs(acc - target):
-            acc += sizes[j]
-            j += 1
-        parts.append(j - i)
-        done = acc
-        i = j
-    return parts
+    """Cut a sequence of groups (speakers; ``sizes`` = their utterance counts) into ``n``
+    contiguous parts exactly as Kaldi's split_scp.pl --utt2spk does; returns the number of groups
+    in each part.
+
+    Group i starts in part floor(i*n/G) (G groups), so the parts have equal numbers of groups.
+    Then, until a whole sweep changes nothing, for each part k in turn: its last group moves to
+    part k+1 if that makes |count(k+1) - count(k)| strictly smaller, then its first group moves to
+    part k-1 on the same test (counts in utterances).  Each move lowers the sum of squared
+    deviations from the mean, so this ends; a part with one group can never lose it."""
+    g = len(sizes)
+    if g < n:
+        raise ValueError(f"{g} groups cannot make {n} non-empty parts")
+    # part k = groups [bound[k], bound[k+1]); floor(i*n/g) >= k  <=>  i >= ceil(k*g/n)
+    bound = [-(-k * g // n) for k in range(n + 1)]
+    tot = [sum(sizes[bound[k]:bound[k + 1]]) for k in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for k in range(n):
+            if k < n - 1 and bound[k + 1] > bound[k]:
+                c = sizes[bound[k + 1] - 1]
+                if abs((tot[k + 1] + c) - (tot[k] - c)) < abs(tot[k + 1] - tot[k]):
+                    tot[k + 1] += c
+                    tot[k] -= c
+                    bound[k + 1] -= 1
+                    changed = True
+            if k > 0 and bound[k + 1] > bound[k]:
+                c = sizes[bound[k]]
+                if abs((tot[k] - c) - (tot[k - 1] + c)) < abs(tot[k] - tot[k - 1]):
+                    tot[k - 1] += c
+                    tot[k] -= c
+                    bound[k] += 1
+                    changed = True
+    counts = [bound[k + 1] - bound[k] for k in range(n)]
+    if min(counts) == 0:  # Kaldi: "producing empty .scp file"; cannot happen (see above)
+        raise ValueError(f"a part came out empty splitting {g} groups into {n} parts")
+    return counts
+
+
+def speaker_groups(utts: Iterable[str], utt2spk: dict[str, str]) -> dict[str, list[str]]:
+    """Utterances by speaker, speakers in order of first appearance, each speaker's utterances in
+    input order (split_scp.pl --utt2spk's grouping: a speaker's lines need not be adjacent)."""
+    out: dict[str, list[str]] = {}
+    for u in utts:
+        out.setdefault(utt2spk[u], []).append(u)
+    return out
 
 
 def split_by_speaker(dd: DataDir, n: int) -> list[list[str]]:
-    """Utterance lists of ``n`` parts, no speaker in two parts (Kaldi split_data.sh)."""
-    s2u = dd.spk2utt
-    spks = list(s2u)
+    """Utterance lists of ``n`` parts, no speaker in two parts: exactly Kaldi's split_data.sh
+    (split_scp.pl --utt2spk=utt2spk on utt2spk, whose lines are in utterance order)."""
+    groups = speaker_groups(dd.utts, dd.utt2spk)
+    spks = list(groups)
     if len(spks) < n:
         fail(f"cannot split into {n} parts: there are only {len(spks)} speakers (use --per-utt, or fewer jobs)",
              dd.file("spk2utt"))
-    counts = split_counts([len(s2u[s]) for s in spks], n)
+    counts = split_counts([len(groups[s]) for s in spks], n)
     out, i = [], 0
     for c in counts:
-        out.append([u for s in spks[i:i + c] for u in s2u[s]])
+        out.append([u for s in spks[i:i + c] for u in groups[s]])
         i += c
     return out
 
 
 def split_by_utt(dd: DataDir, n: int) -> list[list[str]]:
+    """Kaldi's split_data.sh --per-utt: utt2spk's lines cut into ``n`` runs (split_scp.pl)."""
     utts = dd.utts
     if len(utts) < n:
         fail(f"cannot split into {n} parts: there are only {len(utts)} utterances", dd.file("utt2spk"))
-    counts = split_counts([1] * len(utts), n)
     out, i = [], 0
-    for c in counts:
+    for c in split_line_counts(len(utts), n):
         out.append(utts[i:i + c])
         i += c
     return out
@@ -996,37 +1070,29 @@ def spk2utt_to_utt2spk(lines: Iterable[tuple[str, str]]) -> list[tuple[str, str]
 
 def split_scp_lines(keys: list[str], n: int, utt2spk: dict[str, str] | None = None,
                     where: Callable[[int], tuple[str, int]] | None = None) -> list[list[int]]:
-    """Indices of the lines of each of ``n`` contiguous parts (Kaldi split_scp.pl).  With
-    ``utt2spk`` no speaker is cut across parts (its lines must be contiguous)."""
+    """Indices of the lines of each of ``n`` parts, as Kaldi's split_scp.pl makes them.  Without
+    ``utt2spk``: contiguous runs of lines.  With it: the lines grouped by speaker (speakers in
+    order of first appearance, a speaker's lines in input order, so a part lists its speakers'
+    lines one speaker after another), no speaker cut across parts (see split_counts)."""
     where = where or (lambda i: ("<input>", i + 1))
     if utt2spk is None:
         if len(keys) < n:
             fail(f"refusing to split: {len(keys)} lines is fewer than the {n} output files", where(0)[0])
-        counts = split_counts([1] * len(keys), n)
-        groups = [[i] for i in range(len(keys))]
-    else:
-        groups = []
-        spk_of_group: list[str] = []
-        done: set[str] = set()
-        for i, key in enumerate(keys):
-            if key not in utt2spk:
-                fail(f"'{key}' has no speaker in utt2spk", *where(i))
-            spk = utt2spk[key]
-            if spk_of_group and spk_of_group[-1] == spk:
-                groups[-1].append(i)
-                continue
-            if spk in done:
-                fail(f"lines of speaker '{spk}' are not contiguous (sort by speaker, e.g. make speaker-ids "
-                     f"prefixes of utterance-ids)", *where(i))
-            if spk_of_group:
-                done.add(spk_of_group[-1])
-            groups.append([i])
-            spk_of_group.append(spk)
-        if len(groups) < n:
-            fail(f"refusing to split: {len(groups)} speakers is fewer than the {n} output files", where(0)[0])
-        counts = split_counts([len(g) for g in groups], n)
+        out, i = [], 0
+        for c in split_line_counts(len(keys), n):
+            out.append(list(range(i, i + c)))
+            i += c
+        return out
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        if key not in utt2spk:
+            fail(f"'{key}' has no speaker in utt2spk", *where(i))
+        groups.setdefault(utt2spk[key], []).append(i)
+    if len(groups) < n:
+        fail(f"refusing to split: {len(groups)} speakers is fewer than the {n} output files", where(0)[0])
+    lines = list(groups.values())
     out, g = [], 0
-    for c in counts:
-        out.append([i for grp in groups[g:g + c] for i in grp])
+    for c in split_counts([len(x) for x in lines], n):
+        out.append([i for grp in lines[g:g + c] for i in grp])
         g += c
     return out
