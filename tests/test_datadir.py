@@ -151,6 +151,20 @@ def test_validate_optional_files_and_warnings(tmp_path):
     assert "3 of 3 utterance-ids do not start with their speaker-id" in r.stderr
 
 
+def test_validate_non_printable_text(tmp_path):
+    # as Kaldi's: text with characters outside [:print:] and [:space:] is refused unless --non-print;
+    # Unicode spaces (no-break, ideographic) are spaces, not errors
+    d = make_dir(tmp_path / "d")
+    _corrupt(d, "text", lambda L: L[:1] + ["spkA-u2 HELLO\u00a0THERE\u3000X"] + L[2:])
+    assert sh(UTILS / "validate_data_dir.sh", d).returncode == 0
+    _corrupt(d, "text", lambda L: L[:2] + ["spkA-u3 HEL\x01LO"] + L[3:])
+    assert error_line(sh(UTILS / "validate_data_dir.sh", d)) == (
+        f"ERROR (pynnet-validate-data-dir): {d}/text:3: text contains 1 lines with non-printable characters "
+        "(e.g. utterance 'spkA-u3'; --non-print allows them)")
+    r = sh(UTILS / "validate_data_dir.sh", "--non-print", d)
+    assert r.returncode == 0, r.stderr
+
+
 def test_validate_usage(tmp_path):
     r = sh(UTILS / "validate_data_dir.sh", real=True)
     assert r.returncode == 1 and "Usage:" in r.stderr

@@ -27,10 +27,11 @@ def validate_main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-wav", action="store_true", help="wav.scp need not exist (checked if it does)")
     p.add_argument("--no-spk-sort", action="store_true",
                    help="do not require utt2spk to be sorted by speaker-id as well as by utterance-id")
+    p.add_argument("--non-print", action="store_true", help="allow non-printable characters in text")
     p.add_argument("data")
     a = p.parse_args(argv)
     warnings = D.validate_data_dir(a.data, no_feats=a.no_feats, no_text=a.no_text, no_wav=a.no_wav,
-                                   no_spk_sort=a.no_spk_sort)
+                                   no_spk_sort=a.no_spk_sort, non_print=a.non_print)
     _say("validate_data_dir.sh", warnings, warn=True)
     print(f"validate_data_dir.sh: Successfully validated data-directory {a.data}", file=sys.stderr)
     return 0
@@ -164,7 +165,7 @@ def copy_main(argv: list[str] | None = None) -> int:
     dd = D.load_data_dir(a.src, strict=True, prog="copy_data_dir.sh")
     out = D.copy_with_prefix(dd, a.dest, a.utt_prefix, a.utt_suffix, a.spk_prefix, a.spk_suffix)
     D.write_data_dir(out, a.dest)
-    vopts = {o: True for o in ("no_feats", "no_text", "no_wav", "no_spk_sort")
+    vopts = {o: True for o in ("no_feats", "no_text", "no_wav", "no_spk_sort", "non_print")
              if f"--{o.replace('_', '-')}" in a.validate_opts.split()}
     _say("copy_data_dir.sh", D.validate_data_dir(a.dest, **vopts), warn=True)
     print(f"copy_data_dir.sh: copied data from {a.src} to {a.dest}", file=sys.stderr)

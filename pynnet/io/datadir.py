@@ -502,8 +502,13 @@ def _diagnose_spk2utt(dd: DataDir, expected: dict[str, list[str]]) -> None:
     fail("spk2utt does not match utt2spk", dd.file("spk2utt"))  # not reached: one check above fires
 
 
+def _printable(s: str) -> bool:
+    """No character outside [:print:] and [:space:] (what Kaldi's validate_data_dir.sh greps for)."""
+    return s.isprintable() or all(c.isprintable() or c.isspace() for c in s)
+
+
 def validate(dd: DataDir, *, no_feats: bool = False, no_text: bool = False, no_wav: bool = False,
-             no_spk_sort: bool = False) -> list[str]:
+             no_spk_sort: bool = False, non_print: bool = False) -> list[str]:
     """Check a strictly loaded data dir as Kaldi's validate_data_dir.sh does.  Raises on the
     first error; returns the warnings (one speaker, speaker-ids that are not prefixes, ...)."""
     warnings: list[str] = []
@@ -552,6 +557,11 @@ def validate(dd: DataDir, *, no_feats: bool = False, no_text: bool = False, no_w
     if "segments" in dd.tables and "wav.scp" not in dd.tables:
         fail("segments file exists but there is no wav.scp", dd.file("segments"))
 
+    if "text" in dd.tables and not non_print:
+        bad = [u for u, rest in dd.tables["text"].items() if not (_printable(u) and _printable(rest))]
+        if bad:
+            fail(f"text contains {len(bad)} lines with non-printable characters (e.g. utterance '{bad[0]}'; "
+                 f"--non-print allows them)", *dd.where("text", bad[0]))
     for name in ("text", "feats.scp", "vad.scp", "utt2lang", "utt2uniq", "utt2warp", "utt2dur",
                  "utt2num_frames", "segments"):
         if name in dd.tables:
