@@ -109,6 +109,25 @@ def test_forward_non_finite_features_are_an_error(setup, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_steps_train_six_argument_form(tmp_path):
+    """Kaldi nnet1's steps/nnet/train.sh <data-tr> <data-cv> <lang> <ali-tr> <ali-cv> <exp-dir>."""
+    data, ali = make_toy_corpus(str(tmp_path), num_utts=20)
+    cv_data, cv_ali = make_toy_corpus(str(tmp_path), num_utts=4, utt_seed=3, name="cv", spk_prefix="cv")
+    (tmp_path / "lang").mkdir()
+    exp = tmp_path / "dnn"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(["steps/nnet/train.sh", "--nn-depth", "1", "--hid-dim", "16", "--splice", "1", "--max-epochs", "1",
+                        data, cv_data, str(tmp_path / "lang"), ali, cv_ali, str(exp)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (exp / "final.nnet").exists()
+    assert (exp / "cv_utts.list").read_text().split() == sorted(open(f"{cv_data}/utt2spk").read().split()[::2])
+    assert len((exp / "train_utts.list").read_text().split()) == 20
+    r = subprocess.run(["steps/nnet/train.sh", data, cv_data, str(tmp_path / "lang"), ali, str(tmp_path / "nope"),
+                        str(exp)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.strip() == f"steps/nnet/train.sh: no such file {tmp_path}/nope/final.mdl"
+
+
 def test_steps_pretrain_train_and_forward(tmp_path):
     """steps/nnet/pretrain_dbn.sh -> steps/nnet/train.sh --dbn -> pynnet-nnet-forward, as a recipe runs them."""
     data, ali = make_toy_corpus(str(tmp_path), num_utts=30)

@@ -4,6 +4,7 @@ test_nnet_train_faults.py)."""
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -416,3 +417,42 @@ def test_resume_on_another_device_warns(tmp_path, corpus, capsys):
             "continues, but not bit-identical to an uninterrupted run") in err
     assert "torch threads" not in err
     assert torch.load(ckpt, weights_only=False)["device"] == "cpu"
+
+
+def test_explicit_cv_set_as_kaldi_nnet1(corpus, tmp_path, capsys):
+    """--cv-data/--cv-ali (steps/nnet/train.sh's six-argument form): every aligned utterance of
+    <data> trains, the CV set is the other dir's; its own alignment dir, or <ali-dir>'s."""
+    root, data, ali = corpus
+    cv_data, cv_ali = make_toy_corpus(str(tmp_path), num_utts=6, utt_seed=11, name="cv", spk_prefix="cv")
+    exp = tmp_path / "exp"
+    assert train_main([*SMALL, "--max-epochs", "1", "--cv-data", cv_data, "--cv-ali", cv_ali, data, ali,
+                       str(exp)]) == 0
+    tr = open(exp / "train_utts.list").read().split()
+    cv = open(exp / "cv_utts.list").read().split()
+    assert len(tr) == 38 and cv == sorted(open(f"{cv_data}/feats.scp").read().split()[::2])
+    assert _weights(exp / "checkpoint.pt")["data"]["cv_percent"] is None
+    hist = json.load(open(exp / "log" / "train.json"))
+    assert np.isfinite(hist[1]["cv_loss"]) and hist[1]["cv_loss"] < hist[0]["cv_loss"]
+    capsys.readouterr()
+    # bad uses: one line each, before any training
+    for args, msg in ((["--cv-data", cv_data, "--cv-percent", "5"], "with --cv-data leave it out"),
+                      (["--cv-ali", cv_ali], "--cv-ali needs --cv-data"),
+                      (["--cv-data", cv_data], "no utterance of feats.scp has an alignment in"),   # not in <ali-dir>
+                      (["--cv-data", str(tmp_path / "nope")], "no such file")):
+        assert train_main([*SMALL, "--max-epochs", "1", *args, data, ali, str(tmp_path / "bad")]) == 1
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("ERROR")]
+        assert len(err) == 1 and msg in err[0], err
+    # CV features of another dimension (deltas on the CV dir's features only: simulated by a
+    # data dir whose feats have 7 columns)
+    odd = tmp_path / "odd"
+    shutil.copytree(cv_data, odd)
+    import kaldiio
+    feats = dict(kaldiio.load_scp(f"{cv_data}/feats.scp"))
+    with kaldiio.WriteHelper(f"ark,scp:{odd}/feats.ark,{odd}/feats.scp") as w:
+        for u in sorted(feats):
+            w(u, np.hstack([feats[u], feats[u][:, :1]]))
+    (odd / "cmvn.scp").unlink()
+    assert train_main([*SMALL, "--max-epochs", "1", "--apply-cmvn", "false", "--cv-data", str(odd), "--cv-ali", cv_ali,
+                       data, ali, str(tmp_path / "bad2")]) == 1
+    err = capsys.readouterr().err
+    assert "the CV features have dimension 7, the training features" in err and "6" in err

@@ -113,7 +113,10 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--apply-cmvn", default="auto", choices=["true", "false", "auto"],
                    help="per-speaker mean normalisation from <data>/cmvn.scp (auto: where it exists)")
     p.add_argument("--delta-order", type=int_opt, default=0)
-    p.add_argument("--cv-percent", type=float_opt, default=10.0)
+    p.add_argument("--cv-percent", type=float_opt, default=None,
+                   help="utterances held out of <data> for CV (default 10; not with --cv-data)")
+    p.add_argument("--cv-data", default="", help="CV data dir (Kaldi nnet1's <data-cv>); all of <data> trains")
+    p.add_argument("--cv-ali", default="", help="alignment dir of --cv-data (default: <ali-dir>)")
     p.add_argument("--dbn", default="", help="initialise the hidden layers from this DBN (final.dbn)")
     a = p.parse_args(argv)
     _check_device(a.device)
@@ -131,6 +134,12 @@ def train_main(argv: list[str] | None = None) -> int:
                         "seed")
     if not 0.0 < a.halving_factor <= 1.0:   # newbob multiplies the learning rate by it
         fail(f"--halving-factor must be in (0, 1], not {a.halving_factor}")
+    if a.cv_data and a.cv_percent is not None:
+        fail("--cv-percent holds CV out of <data>; with --cv-data leave it out")
+    if a.cv_ali and not a.cv_data:
+        fail("--cv-ali needs --cv-data")
+    if a.cv_percent is None:
+        a.cv_percent = 10.0
     if not 0.0 < a.cv_percent < 100.0:   # (newbob and the logs need a CV set)
         fail(f"--cv-percent must be in (0, 100), not {a.cv_percent}")
     check_momentum(a.optimizer, a.momentum)
@@ -147,7 +156,7 @@ def train_main(argv: list[str] | None = None) -> int:
                                     "context": a.splice}   # (the DBN's, checked above)
     build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, **given_shape, pnorm_group=a.pnorm_group,
                     apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
-                    cv_percent=a.cv_percent, dbn_path=a.dbn or None, dbn=dbn, progress=not progress_kwargs()["disable"])
+                    cv_percent=a.cv_percent, cv_data_dir=a.cv_data or None, cv_ali_dir=a.cv_ali or None, dbn_path=a.dbn or None, dbn=dbn, progress=not progress_kwargs()["disable"])
     return 0
 
 

@@ -175,11 +175,46 @@ class FrameSet:
 
 
 def load_frame_sets(data_dir: str, ali_dir: str, *, apply_cmvn: bool, delta_order: int,
-                    cv_percent: float, seed: int, targets: tuple[dict, int] | None = None
+                    cv_percent: float, seed: int, targets: tuple[dict, int] | None = None,
+                    cv_data_dir: str | None = None, cv_ali_dir: str | None = None
                     ) -> tuple[FrameSet, FrameSet, int]:
-    """Train and CV FrameSets (CV held out by utterance, ``cv_percent`` %) and the number of pdfs."""
+    """Train and CV FrameSets and the number of pdfs. The CV set is held out of ``data_dir`` by
+    utterance (``cv_percent`` %), or, with ``cv_data_dir`` (Kaldi nnet1's <data-cv>), is that dir's
+    utterances aligned in ``cv_ali_dir`` (default ``ali_dir``), and all of ``data_dir`` trains."""
     reader = FeatureReader(data_dir, apply_cmvn, delta_order)
     pdf_ali, num_pdfs = targets if targets is not None else read_pdf_alignments(ali_dir)
+    usable, frames = _aligned(reader, pdf_ali, ali_dir)
+    if cv_data_dir is not None:
+        cv_reader = FeatureReader(cv_data_dir, apply_cmvn, delta_order)
+        cv_ali, cv_pdfs = pdf_ali, num_pdfs
+        if cv_ali_dir is not None and os.path.realpath(cv_ali_dir) != os.path.realpath(ali_dir):
+            cv_ali, cv_pdfs = read_pdf_alignments(cv_ali_dir)
+        if cv_pdfs != num_pdfs:
+            fail(f"its model has {cv_pdfs} pdfs, the training alignments' {num_pdfs}: alignments of another model?",
+                 os.path.join(cv_ali_dir or ali_dir, "final.mdl"))
+        cv, cv_frames = _aligned(cv_reader, cv_ali, cv_ali_dir or ali_dir)
+        d_tr, d_cv = reader.read(usable[0]).shape[1], cv_reader.read(cv[0]).shape[1]
+        if d_cv != d_tr:
+            fail(f"the CV features have dimension {d_cv}, the training features ({reader.feats_scp}) {d_tr}",
+                 cv_reader.feats_scp)
+        both = set(usable) & set(cv)
+        if both:
+            log(f"WARNING: {len(both)} utterances are in both the training and the CV data (e.g. {min(both)})")
+        return (FrameSet(reader, pdf_ali, usable, frames), FrameSet(cv_reader, cv_ali, cv, cv_frames), num_pdfs)
+    rng = np.random.default_rng([seed, 7])
+    order = [usable[i] for i in rng.permutation(len(usable))]
+    n_cv = int(round(len(usable) * cv_percent / 100.0))
+    if cv_percent > 0:
+        n_cv = max(1, n_cv)
+    if n_cv >= len(usable):
+        fail(f"only {len(usable)} usable utterances: too few to hold out {cv_percent}% for CV", data_dir)
+    cv = sorted(order[:n_cv], key=lambda u: u.encode())
+    tr = sorted(order[n_cv:], key=lambda u: u.encode())
+    return FrameSet(reader, pdf_ali, tr, frames), FrameSet(reader, pdf_ali, cv, frames), num_pdfs
+
+
+def _aligned(reader: FeatureReader, pdf_ali: dict[str, np.ndarray], ali_dir: str) -> tuple[list[str], dict[str, int]]:
+    """The reader's utterances that have an alignment (C-sorted) and their lengths."""
     utts = sorted(reader.scp, key=lambda u: u.encode())
     usable, frames = [], {}
     no_ali = 0
@@ -194,16 +229,7 @@ def load_frame_sets(data_dir: str, ali_dir: str, *, apply_cmvn: bool, delta_orde
         log(f"load_frame_sets: {no_ali} of {len(utts)} utterances have no alignment; skipping them")
     if not usable:
         fail(f"no utterance of feats.scp has an alignment in {ali_dir}", reader.feats_scp)
-    rng = np.random.default_rng([seed, 7])
-    order = [usable[i] for i in rng.permutation(len(usable))]
-    n_cv = int(round(len(usable) * cv_percent / 100.0))
-    if cv_percent > 0:
-        n_cv = max(1, n_cv)
-    if n_cv >= len(usable):
-        fail(f"only {len(usable)} usable utterances: too few to hold out {cv_percent}% for CV", data_dir)
-    cv = sorted(order[:n_cv], key=lambda u: u.encode())
-    tr = sorted(order[n_cv:], key=lambda u: u.encode())
-    return FrameSet(reader, pdf_ali, tr, frames), FrameSet(reader, pdf_ali, cv, frames), num_pdfs
+    return usable, frames
 
 
 def read_example(fs: FrameSet, utt: str) -> tuple[np.ndarray, np.ndarray] | None:

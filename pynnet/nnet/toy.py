@@ -44,10 +44,11 @@ def toy_lexicon(num_words: int, num_phones: int) -> dict[int, list[int]]:
 def make_toy_corpus(root: str, *, num_utts: int = 40, num_spk: int = 4, num_phones: int = 4,
                     feat_dim: int = 6, frames: tuple[int, int] = (40, 80), seed: int = 0,
                     drop_ali: int = 0, num_words: int = 0, utt_seed: int | None = None,
-                    name: str = "data") -> tuple[str, str]:
+                    name: str = "data", spk_prefix: str = "") -> tuple[str, str]:
     """Write the corpus; returns (data_dir, ali_dir). ``drop_ali`` utterances get no alignment.
     With ``num_words`` the utterances are word sequences (``toy_lexicon``) and ``text`` is
-    written; ``utt_seed`` draws other utterances (a test set) with the same acoustics."""
+    written; ``utt_seed`` draws other utterances (a test set) with the same acoustics;
+    ``spk_prefix`` starts the speaker (and utterance) ids."""
     import kaldi_hmm_gmm as khg
     import kaldiio
 
@@ -75,7 +76,7 @@ def make_toy_corpus(root: str, *, num_utts: int = 40, num_spk: int = 4, num_phon
     feats, alis, utt2spk, text = {}, {}, {}, {}
     for i in range(num_utts):
         s = i % num_spk
-        spk = f"spk{s}"
+        spk = f"{spk_prefix}spk{s}"
         utt = f"{spk}-utt{i:04d}"
         T = int(rng.integers(frames[0], frames[1] + 1))
         tids, words = [], []

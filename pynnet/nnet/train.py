@@ -110,8 +110,9 @@ def data_fingerprint(tr: FrameSet, cv: FrameSet, cv_percent: float | None) -> di
 
     h = hashlib.sha1()
     # sorted: another split alone is reported as such, not as other targets
-    for u in sorted(tr.utts + cv.utts, key=lambda u: u.encode()):
-        t = np.ascontiguousarray(tr.targets[u], dtype=np.int32)   # int16 or int32 by num_pdfs
+    for u, targets in sorted([(u, tr.targets) for u in tr.utts] + [(u, cv.targets) for u in cv.utts],
+                             key=lambda x: x[0].encode()):
+        t = np.ascontiguousarray(targets[u], dtype=np.int32)   # int16 or int32 by num_pdfs
         h.update(np.int64(len(t)).tobytes())
         h.update(t.tobytes())
     return {"cv_percent": cv_percent, "num_train_utts": len(tr.utts), "train_utts_sha1": utts_sha1(tr.utts),
@@ -486,12 +487,14 @@ def seed_everything(seed: int) -> None:
 def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig, *,
                     hidden_dims: list[int] | None = None, activation: str | None = None, context: int | None = None,
                     pnorm_group: int = 10, apply_cmvn: bool = False, delta_order: int = 0,
-                    cv_percent: float = 10.0, dbn_path: str | None = None, dbn: dict | None = None,
+                    cv_percent: float = 10.0, cv_data_dir: str | None = None, cv_ali_dir: str | None = None,
+                    dbn_path: str | None = None, dbn: dict | None = None,
                     progress: bool = True,
                     targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None) -> dict:
     """steps/nnet/train.sh in one call: frame sets, initial model (random or DBN; global CMVN and
     priors from the training data) in ``exp_dir/nnet.init``, then training to ``exp_dir/final.nnet``.
-    Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``. The model's shape
+    Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``. CV: ``cv_percent`` % of
+    the utterances held out, or ``cv_data_dir`` (aligned in ``cv_ali_dir``; load_frame_sets). The model's shape
     (``hidden_dims``, ``activation``, ``context``): with a DBN the DBN's (given values must agree),
     else the given ones or DEFAULT_SHAPE's."""
     from pynnet.io.tables import write_table
@@ -525,10 +528,11 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     if obj is not None:
         check_same_init((obj.get("data") or {}).get("init"), init_id, dbn_path, ckpt)
     tr, cv, num_pdfs = load_frame_sets(data_dir, ali_dir, apply_cmvn=apply_cmvn, delta_order=delta_order,
-                                       cv_percent=cv_percent, seed=cfg.seed, targets=targets)
+                                       cv_percent=cv_percent, seed=cfg.seed, targets=targets,
+                                       cv_data_dir=cv_data_dir, cv_ali_dir=cv_ali_dir)
     log(f"{len(tr.utts)} training utterances ({tr.num_frames} frames), {len(cv.utts)} CV utterances "
         f"({cv.num_frames} frames), {num_pdfs} pdfs")
-    data_id = data_fingerprint(tr, cv, cv_percent) | {"init": init_id}
+    data_id = data_fingerprint(tr, cv, None if cv_data_dir else cv_percent) | {"init": init_id}
     init_path = os.path.join(exp_dir, "nnet.init")
     if obj is not None:
         # before the lists are rewritten: they must keep describing the checkpoint's split

@@ -2,7 +2,8 @@
 # DNN cross-entropy training on GMM alignments (Kaldi's steps/nnet/train.sh + train_scheduler.sh).
 # Frames of <data> (feats.scp, per-speaker CMVN from cmvn.scp if present) spliced +-5 with a global
 # CMVN computed here; targets are the pdfs of <ali-dir>/ali.*.gz through <ali-dir>/final.mdl;
-# 10% of the utterances are held out for cross-validation; newbob learning rate (nnet1) or
+# 10% of the utterances are held out for cross-validation (or, in Kaldi nnet1's six-argument form,
+# <data-cv> aligned in <ali-cv> is the CV set and all of <data-tr> trains); newbob learning rate (nnet1) or
 # exponential decay (nnet2); NG-SGD (default), SGD or AdaGrad.
 # Writes <exp-dir>/{nnet.init,final.nnet,final.mdl,tree,log/train.log,log/train.json,train_curve.png}.
 # Interrupted? Rerun the same command: it resumes exactly from <exp-dir>/checkpoint.pt.
@@ -37,6 +38,7 @@ device=cpu           # cpu | cuda
 # End configuration section.
 
 help_message="Usage: $0 [options] <data> <lang> <ali-dir> <exp-dir>
+   or: $0 [options] <data-tr> <data-cv> <lang> <ali-tr> <ali-cv> <exp-dir>   (Kaldi nnet1's form)
  e.g.: $0 --dbn exp/dbn/final.dbn data-fbank/train data/lang exp/tri2_ali exp/dnn
 Options:
   --dbn <file>                 # DBN to initialise the hidden layers (it decides the options below)
@@ -49,7 +51,7 @@ Options:
   --minibatch-size <n>         # (default $minibatch_size)
   --schedule <newbob|exponential>  --max-epochs <n>  (newbob)
   --num-epochs <n>  --final-learn-rate <lr>  --num-epochs-extra <n>  (exponential, decayed per minibatch)
-  --cv-percent <p>             # utterances held out for cross-validation (default $cv_percent)
+  --cv-percent <p>             # utterances held out for cross-validation (default $cv_percent; 4 arguments)
   --device <cpu|cuda>          # (default $device)
   --num-threads <n>            # threads of the training process (default $num_threads)
   --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
@@ -59,14 +61,19 @@ Options:
 case "$num_threads" in ''|*[!0-9]*|0) echo "$0: --num-threads must be a positive integer" >&2; exit 1 ;; esac
 export OMP_NUM_THREADS=$num_threads
 
-if [ $# -ne 4 ]; then
+cv_opts=(--cv-percent "$cv_percent")
+if [ $# -eq 6 ]; then
+  data=$1; cv_data=$2; lang=$3; alidir=$4; cv_alidir=$5; dir=$6
+  for f in "$cv_data/feats.scp" "$cv_alidir/final.mdl" "$cv_alidir/ali.1.gz"; do
+    [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
+  done
+  cv_opts=(--cv-data "$cv_data" --cv-ali "$cv_alidir")
+elif [ $# -eq 4 ]; then
+  data=$1; lang=$2; alidir=$3; dir=$4
+else
   printf "%s\n" "$help_message" >&2
   exit 1
 fi
-data=$1
-lang=$2
-alidir=$3
-dir=$4
 
 for f in "$data/feats.scp" "$alidir/final.mdl" "$alidir/ali.1.gz"; do
   [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
@@ -84,7 +91,7 @@ opts=(--optimizer "$optimizer"
       --schedule "$schedule" --max-epochs "$max_epochs" --start-halving-impr "$start_halving_impr"
       --end-halving-impr "$end_halving_impr" --halving-factor "$halving_factor" --num-epochs "$num_epochs"
       --final-learn-rate "$final_learn_rate" --num-epochs-extra "$num_epochs_extra" --apply-cmvn "$apply_cmvn"
-      --delta-order "$delta_order" --cv-percent "$cv_percent" --buffer-frames "$buffer_frames"
+      --delta-order "$delta_order" "${cv_opts[@]}" --buffer-frames "$buffer_frames"
       --checkpoint-every "$checkpoint_every" --seed "$seed" --device "$device")
 [ -n "$dbn" ] && opts+=(--dbn "$dbn")
 # the model's shape: only what was given (with --dbn the DBN's, which a given value must match)
