@@ -10,10 +10,15 @@ help_message="Usage: $0 [options] <data-dir> [<log-dir> [<cmvn-dir>] ]
 e.g.: $0 data/train exp/make_mfcc/train mfcc
 Note: <log-dir> defaults to <data-dir>/log, and <cmvn-dir> defaults to <data-dir>/data
 Options:
-  --fake <true|false>     # write stats that do no normalization (default false)"
+  --fake [true|false]     # write stats that do no normalization (default false; bare --fake as Kaldi's)"
 
 utils=$(dirname "$0")/../utils
 [ -f path.sh ] && . ./path.sh
+# Kaldi's forms, read before parse_options.sh (which needs a value for each option): a bare --fake
+case "${1:-}" in
+  --fake) case "${2:-}" in true|false) ;; *) fake=true; shift ;; esac ;;
+  --fake-dims|--two-channel) echo "$0: $1 is not supported (Kaldi's compute_cmvn_stats.sh has it)" >&2; exit 1 ;;
+esac
 . "$utils/parse_options.sh" || exit 1
 
 if [ $# -lt 1 ] || [ $# -gt 3 ]; then

@@ -612,6 +612,18 @@ def test_make_mfcc_and_cmvn_scripts(tmp_path):
     assert {u: int(n) for u, n in nf.items()} == {u: m.shape[0] for u, m in feats.items()}
     assert sorted(kaldiio.load_scp(str(d / "cmvn.scp"))) == ["spk0", "spk1"]
     assert feature_dim(d, delta_order=2) == 39
+    # Kaldi's bare --fake: stats that normalise nothing
+    r = subprocess.run(f"{ROOT}/steps/compute_cmvn_stats.sh --fake data/train exp/make_mfcc/train fakecmvn",
+                       shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    fake = kaldiio.load_scp(str(d / "cmvn.scp"))
+    utt = next(u for u in feats if u.startswith("spk0"))
+    assert np.allclose(apply_cmvn(feats[utt], fake["spk0"], norm_vars=True), feats[utt], atol=1e-5)
+    r = subprocess.run(f"{ROOT}/steps/compute_cmvn_stats.sh --fake-dims 13:14 data/train", shell=True, cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "--fake-dims is not supported" in r.stderr
+    subprocess.run(f"{ROOT}/steps/compute_cmvn_stats.sh data/train exp/make_mfcc/train mfcc", shell=True,
+                   cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
     sfeats = kaldiio.load_scp(str(seg / "feats.scp"))
     assert {u: m.shape for u, m in sfeats.items()} == {"rec1-a": (88, 40), "rec1-b": (108, 40)}   # b clipped at 2.0 s
     # compressed by default (as Kaldi): close to the uncompressed computation
