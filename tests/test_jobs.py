@@ -123,6 +123,33 @@ def test_pick_failed_reruns_only_failed_jobs(tmp_path):
     assert [(tmp_path / f"ran.{j}").read_text().count("run") for j in (1, 2, 3)] == [1, 2, 1]
 
 
+def test_kill9_of_the_process_group_leaves_no_job_running(tmp_path):
+    """A recipe killed with kill -9 -- -PGID (a crash, an impatient user): the jobs are in run.pl's
+    process group, as Kaldi's, so none survives to keep writing into exp/ beside a rerun."""
+    tag = f"{time.time_ns() % 10**9}"
+    p = subprocess.Popen(["setsid", str(RUN), "JOB=1:2", "log/k.JOB.log", "sleep", f"40.{tag}", "|", "cat"],
+                         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def running():
+        out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        return [ln for ln in out.splitlines() if ln.strip() == f"sleep 40.{tag}"]
+
+    try:
+        for _ in range(200):
+            if len(running()) == 2:
+                break
+            time.sleep(0.05)
+        assert len(running()) == 2
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)   # setsid: run.pl leads its own group
+    p.wait(timeout=10)
+    for _ in range(100):
+        if not running():
+            break
+        time.sleep(0.05)
+    assert not running()
+
+
 def test_sigterm_kills_running_jobs(tmp_path):
     p = subprocess.Popen([str(RUN), "JOB=1:2", "log/z.JOB.log", "sleep", "30", ";", "echo", "finished"], cwd=tmp_path,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -132,13 +132,40 @@ def _date() -> str:
     return time.strftime("%a %b %e %H:%M:%S %Z %Y")
 
 
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc; just ``pid`` where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return [pid]
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue   # gone meanwhile
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])   # after "(comm) state"
+        children.setdefault(ppid, []).append(int(e))
+    out, todo = [], [pid]
+    while todo:
+        q = todo.pop()
+        out.append(q)
+        todo.extend(children.get(q, []))
+    return out
+
+
 class JobRunner:
-    """Runs jobs as bash processes (each in its own process group, so a kill reaches whole
-    pipelines) and remembers them so that SIGINT/SIGTERM can be forwarded."""
+    """Runs jobs as bash processes and remembers them so that SIGINT/SIGTERM to run.pl is
+    forwarded to each job's whole process tree (pipelines included). The jobs stay in run.pl's
+    process group, as Kaldi's: a signal to the group (Ctrl-C, ``timeout``, ``kill -9 -- -PGID``
+    of a recipe) reaches every job, so none is left running after a kill -9 of the recipe."""
 
     def __init__(self) -> None:
         self.procs: set[subprocess.Popen] = set()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()   # (kill_all runs in a signal handler: it may interrupt a holder)
         self.stopping = False
 
     def run(self, cmd: str, log: str, threads: int = 1) -> int:
@@ -154,7 +181,7 @@ class JobRunner:
                     return 130
                 # pipefail: a failing stage of a job pipeline (forward | decoder) fails the job
                 p = subprocess.Popen(["bash", "-o", "pipefail", "-c", cmd], stdin=subprocess.DEVNULL, stdout=f,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT)
                 self.procs.add(p)
             rc = p.wait()
             with self.lock:
@@ -173,10 +200,11 @@ class JobRunner:
         with self.lock:
             self.stopping = True
             for p in list(self.procs):
-                try:
-                    os.killpg(p.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                for pid in _process_tree(p.pid):
+                    try:
+                        os.kill(pid, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
 
 
 def _previous_status(log: str) -> str:
@@ -280,6 +308,10 @@ def run_pl_main(argv: list[str] | None = None) -> int:
             codes[job] = 1
 
     def on_signal(sig, _frame):
+        # once is enough: a second signal (a group kill and the caller's own forwarding both reach
+        # us) must not run this again inside the first call
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
         runner.kill_all(signal.SIGTERM)
         raise KeyboardInterrupt
 
