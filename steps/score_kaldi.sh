@@ -69,8 +69,12 @@ if [ "$stage" -le 0 ]; then
   # One pass over the lattices gives every grid point (Kaldi runs lattice-scale |
   # lattice-add-penalty | lattice-best-path once per point); one job per lat.JOB.gz.
   nj=$(cat "$dir/num_jobs" 2>/dev/null || echo 0)
-  for n in $(seq "$nj"); do [ -f "$dir/lat.$n.gz" ] || nj=0; done
-  rm -rf "$dir"/scoring_kaldi/grid.*
+  # the previous scoring's results go first: they must not pass for these lattices' (nor for
+  # lattices that are missing)
+  rm -rf "$dir"/scoring_kaldi/grid.* "$dir"/wer_* "$dir/scoring_kaldi/best_wer"
+  for n in $(seq "$nj"); do
+    [ -f "$dir/lat.$n.gz" ] || { echo "$0: no $dir/lat.$n.gz (of num_jobs $nj): decoding incomplete?" >&2; exit 1; }
+  done
   if [ "$nj" -gt 0 ]; then
     # shellcheck disable=SC2086
     $cmd JOB=1:$nj "$dir/scoring_kaldi/log/best_path.JOB.log" \
@@ -118,8 +122,9 @@ if [ "$stage" -le 1 ]; then
       # /dev/null makes grep print the file name
       grep WER "$dir/wer_${lmwt}_${wip}" /dev/null
     done
-  done | utils/best_wer.sh > "$dir/scoring_kaldi/best_wer" || \
+  done | utils/best_wer.sh > "$dir/scoring_kaldi/best_wer.tmp" || \
     { echo "$0: no %WER lines in $dir/wer_*; something went wrong" >&2; exit 1; }
+  mv "$dir/scoring_kaldi/best_wer.tmp" "$dir/scoring_kaldi/best_wer"
 
   best_wer_file=$(awk '{print $NF}' "$dir/scoring_kaldi/best_wer")
   best_wip=$(echo "$best_wer_file" | awk -F_ '{print $NF}')

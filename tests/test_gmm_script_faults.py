@@ -241,3 +241,29 @@ def test_lda_mllt_systems_are_refused_in_one_line(work):
     assert line == ("steps/align_si.sh: exp/mono_lda/final.mat: LDA+MLLT/SAT feature transforms are not supported "
                     "(use a delta-feature system)"), line
     assert not (work / "exp/ali_lda").exists()
+
+
+def test_a_killed_decode_leaves_no_previous_wer_to_report(gmm_decode_setup):
+    """After a complete decode + scoring, a decode killed midway must not leave the old wer_* and
+    scoring_kaldi/best_wer (a recipe's RESULTS stage would report them for lattices that are gone);
+    scoring a decode dir with a lattice missing is an error, not a score of the rest."""
+    root, exp, graph, data = gmm_decode_setup
+    dec = exp / "dec_rescored"
+    run = [f"{ROOT}/steps/decode.sh", "--nj", "2", str(graph), str(data), str(dec)]
+    r = subprocess.run(run, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (dec / "scoring_kaldi/best_wer").exists() and list(dec.glob("wer_*"))
+    killer = root / "kill_at_once.sh"
+    killer.write_text("#!/usr/bin/env bash\nkill -9 $PPID\n")
+    killer.chmod(0o755)
+    r = subprocess.run([run[0], "--cmd", str(killer), *run[1:]], cwd=ROOT, env=_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == -9
+    assert not (dec / "scoring_kaldi/best_wer").exists() and not list(dec.glob("wer_*"))
+    # a complete decode again, then one lattice lost: scoring refuses
+    subprocess.run(run, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120, check=True)
+    (dec / "lat.2.gz").unlink()
+    r = subprocess.run([f"{ROOT}/steps/score_kaldi.sh", str(data), str(graph), str(dec)], cwd=ROOT, env=_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and f"no {dec}/lat.2.gz (of num_jobs 2): decoding incomplete?" in r.stderr, r.stderr
+    assert not (dec / "scoring_kaldi/best_wer").exists()

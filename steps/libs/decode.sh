@@ -49,7 +49,8 @@ decode_lat_wspec() {
 # from the first failed job's log, the lattice write failure if there was one (the pipe errors of
 # the programs follow from it), else its first ERROR line; exit 1.
 decode_run_jobs() {
-  rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp
+  # (and the previous scoring's results: a killed decode must not leave them to be reported)
+  rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir/scoring_kaldi/best_wer"
   # shellcheck disable=SC2086
   if ! jobs_report --what decoding --prefer "^ERROR (gzip): writing " \
       $cmd JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
