@@ -318,6 +318,16 @@ def test_bad_alignment_files(tmp_path):
         kaldiio.save_ark(f, {"u": np.zeros((2, 2), np.float32)})
     with pytest.raises(PynnetError, match="not an integer vector"):
         read_alignments(tmp_path)
+    # an alignment dir with num_jobs 2 but only ali.1.gz (job 2 failed or was killed): an error,
+    # not half the data
+    d = tmp_path / "ali_dir"
+    d.mkdir()
+    write_alignments(d / "ali.1.gz", {"u1": np.array([1, 2], np.int32)})
+    (d / "num_jobs").write_text("2\n")
+    with pytest.raises(PynnetError, match=r"ali_dir: no ali.2.gz of the 2 jobs in num_jobs"):
+        read_alignments(d)
+    (d / "num_jobs").write_text("1\n")
+    assert list(read_alignments(d)) == ["u1"]
 
 
 def _phone_alignment(tm, phones_and_lengths):

@@ -16,6 +16,7 @@ import numpy as np
 
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import PynnetError, fail
+from pynnet.io.tables import ascii_int
 
 __all__ = ["read_alignments", "read_alignments_by_file", "write_alignments", "alignment_files", "TransitionTables",
            "tids_to_pdfs", "tids_to_phones", "split_to_phones", "phone_lengths"]
@@ -39,6 +40,17 @@ def alignment_files(src: str | os.PathLike | Iterable[str]) -> list[str]:
             files = [f for f in files if re.fullmatch(r"ali\.\d+\.gz", os.path.basename(f))]
             if not files:
                 fail("no ali.*.gz in alignment directory", src)
+            nj_file = os.path.join(src, "num_jobs")
+            if os.path.isfile(nj_file):
+                # every job's file: a killed or failed alignment job must not halve the data silently
+                with open(nj_file) as f:
+                    nj = ascii_int(f.read().strip())
+                if nj is None or nj < 1:
+                    fail("expected a positive integer", nj_file)
+                for n in range(1, nj + 1):
+                    if not os.path.isfile(os.path.join(src, f"ali.{n}.gz")):
+                        fail(f"no ali.{n}.gz of the {nj} jobs in num_jobs (an alignment job failed or was "
+                             "killed? rerun it)", src)
             return sorted(files, key=lambda f: int(os.path.basename(f).split(".")[1]))
         return [src]
     return [os.fspath(f) for f in src]
