@@ -283,6 +283,22 @@ def test_mkgraph_cli_and_script(lang_test, tmp_path, capsys):
     lang_dir = os.path.join(os.path.dirname(lang_test), "lang")
     assert mkgraph_main([lang_dir, str(mdir), str(tmp_path / "g2")]) == 1
     assert "no G.fst" in capsys.readouterr().err
+    # a tree from another training (fewer pdfs: the last phone shares the first one's) beside the
+    # model: one line, not a traceback from deep inside the H transducer
+    phones = lang.real_phones
+    shared = [None] * (max(phones) + 1)
+    pdf = 0
+    for p in phones:
+        n = lang.topo().num_pdf_classes(p)
+        if p == phones[-1]:
+            shared[p] = TableEventMap(-1, [ConstantEventMap(i) for i in range(n)])
+        else:
+            shared[p] = TableEventMap(-1, [ConstantEventMap(pdf + i) for i in range(n)])
+            pdf += n
+    write_tree(str(mdir / "tree"), ContextDependencyTree(3, 1, TableEventMap(1, shared)))
+    assert mkgraph_main([lang_test, str(mdir), str(tmp_path / "g3")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{mdir}/tree: the tree has {pdf} pdfs but {mdir}/final.mdl has {tm.num_pdfs}" in err[0], err
     os.unlink(mdir / "tree")
     assert mkgraph_main([lang_test, str(mdir), str(tmp_path / "g2")]) == 1
     assert "no tree" in capsys.readouterr().err

@@ -59,7 +59,8 @@ def init_mono_main(argv: list[str] | None = None) -> int:
     import kaldi_hmm_gmm as khg
 
     from pynnet.hmm.model_io import write_model
-    from pynnet.hmm.train import gmm_features, init_mono, read_int_sets, write_tree_file
+    from pynnet.hmm.train import gmm_features, init_mono, read_int_sets
+    from pynnet.hmm.tree_io import write_tree
 
     if not os.path.isfile(a.topo):
         fail("no such topology file", a.topo)
@@ -78,9 +79,17 @@ def init_mono_main(argv: list[str] | None = None) -> int:
 
     ctx, tm, am = init_mono(topo, subset(), shared)
     write_model(a.model_out, tm, am.to_khg(), a.binary)
-    write_tree_file(a.tree_out, ctx)
+    write_tree(a.tree_out, ctx, binary=True)
     log(f"initialised {tm.num_pdfs} pdfs of dimension {am.dim}")
     return 0
+
+
+def _tree_of(tm, tree_path: str, model_path: str):
+    """The tree at ``tree_path``, checked to belong with the model ``tm``."""
+    from pynnet.hmm.tree_io import check_tree_matches_model, read_tree
+    ctx = read_tree(tree_path)
+    check_tree_matches_model(ctx, tm, tree_path, model_path)
+    return ctx
 
 
 # --------------------------------------------------------------------------- compile-train-graphs
@@ -95,10 +104,10 @@ def compile_graphs_main(argv: list[str] | None = None) -> int:
     p.add_argument("graphs_out", help="output fst archive (Kaldi ark)")
     a = p.parse_args(argv)
     from pynnet.hmm.model_io import read_transition_model
-    from pynnet.hmm.train import GraphCompiler, read_tree_file, write_graphs
+    from pynnet.hmm.train import GraphCompiler, write_graphs
 
     tm = read_transition_model(a.model)
-    gc = GraphCompiler(tm, read_tree_file(a.tree), a.lang_dir)
+    gc = GraphCompiler(tm, _tree_of(tm, a.tree, a.model), a.lang_dir)
     text = _text(a.data_dir)
     failed = 0
 
@@ -394,11 +403,11 @@ def align_main(argv: list[str] | None = None) -> int:
     p.add_argument("ali_out")
     a = p.parse_args(argv)
     from pynnet.hmm.model_io import read_model
-    from pynnet.hmm.train import GraphCompiler, read_tree_file
+    from pynnet.hmm.train import GraphCompiler
 
     tm, am_k = read_model(a.model)
     aligner = _make_aligner(a, tm, am_k)
-    gc = GraphCompiler(tm, read_tree_file(a.tree), a.lang_dir)
+    gc = GraphCompiler(tm, _tree_of(tm, a.tree, a.model), a.lang_dir)
     text = _text(a.data_dir)
     return _run_alignment(a, aligner, lambda u: gc.compile(text[u], f"{a.data_dir}/text: {u}: "),
                           list(text), a.data_dir, a.ali_out)

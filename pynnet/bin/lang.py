@@ -114,7 +114,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     import kaldi_hmm_gmm  # noqa: F401  (before kaldifst)
     from pynnet.hmm.graph import make_hclg
     from pynnet.hmm.model_io import read_transition_model
-    from pynnet.hmm.tree_io import read_tree
+    from pynnet.hmm.tree_io import check_tree_matches_model, read_tree
 
     for f in ("final.mdl", "tree"):
         if not os.path.exists(os.path.join(a.model_dir, f)):
@@ -128,6 +128,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
                      "with another lang dir", mp)
     tm = read_transition_model(os.path.join(a.model_dir, "final.mdl"))
     ctx = read_tree(os.path.join(a.model_dir, "tree"))
+    check_tree_matches_model(ctx, tm, os.path.join(a.model_dir, "tree"), os.path.join(a.model_dir, "final.mdl"))
     info = make_hclg(a.lang_test_dir, ctx, tm, a.graph_dir, self_loop_scale=a.self_loop_scale,
                      transition_scale=a.transition_scale, remove_oov=a.remove_oov)
     print(f"mkgraph: {a.graph_dir}/HCLG.fst: {info.hclg_states} states, {info.hclg_arcs} arcs "

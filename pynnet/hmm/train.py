@@ -21,7 +21,7 @@ from pynnet.hmm.lang import _read_int_rows, read_symbol_table
 from pynnet.io.errors import PynnetError, fail
 
 __all__ = ["parse_cmvn_opts", "gmm_features", "feature_dim", "init_mono", "monophone_tree",
-           "GraphCompiler", "write_graphs", "read_graphs", "equal_align", "write_tree_file",
+           "GraphCompiler", "write_graphs", "read_graphs", "equal_align",
            "read_int_sets", "silence_pdfs"]
 
 
@@ -294,42 +294,6 @@ def init_mono(topo, feats: Iterable[np.ndarray], shared_phones: list[list[int]] 
     return ctx, tm, am
 
 
-def write_tree_file(path: str, ctx) -> None:
-    """Write a ContextDependency as a Kaldi binary tree file."""
-    try:
-        from pynnet.hmm.tree_io import write_tree
-    except ImportError:  # TEMPORARY SHIM until the tree engineer's tree_io lands
-        write_tree = None
-    if write_tree is not None:
-        write_tree(path, ctx, binary=True)
-        return
-    from pynnet.io.atomic import atomic_write
-
-    data = np.asarray(ctx.__getstate__()[0], dtype=np.int8).tobytes()
-    with atomic_write(path, "wb") as f:
-        f.write(b"\0B" + data)
-
-
-def read_tree_file(path: str):
-    try:
-        from pynnet.hmm.tree_io import read_tree
-    except ImportError:  # TEMPORARY SHIM until the tree engineer's tree_io lands
-        read_tree = None
-    if read_tree is not None:
-        return read_tree(path)
-    import kaldi_hmm_gmm as khg
-
-    if not os.path.isfile(path):
-        fail("no such tree file", path)
-    data = open(path, "rb").read()
-    if not data.startswith(b"\0B"):
-        fail("only binary tree files are supported here", path)
-    ctx = khg.ContextDependency.__new__(khg.ContextDependency)
-    ctx.__setstate__((np.frombuffer(data[2:], np.int8).tolist(),))
-    return ctx
-
-
-# --------------------------------------------------------------------------- graphs
 class GraphCompiler:
     """compile-train-graphs: per-utterance HCLG-like graphs (no transition probs) from transcripts."""
 

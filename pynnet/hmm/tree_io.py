@@ -516,6 +516,15 @@ def read_tree_py(path: str | os.PathLike) -> ContextDependencyTree:
     return parse_context_dependency(data, False, path, 0)
 
 
+def check_tree_matches_model(ctx, tm, tree_path: str | os.PathLike, model_path: str | os.PathLike) -> None:
+    """A tree and a model (kaldi_hmm_gmm ContextDependency, TransitionModel) from one training:
+    their pdf counts agree. A retraining killed after writing its tree leaves the old final.mdl
+    beside the new tree; the graph builders would fail deep inside (TupleToTransitionState)."""
+    if ctx.num_pdfs != tm.num_pdfs:
+        fail(f"the tree has {ctx.num_pdfs} pdfs but {os.fspath(model_path)} has {tm.num_pdfs}: they are "
+             "not from the same training (one interrupted after writing the tree? rerun it)", tree_path)
+
+
 def read_tree(path: str | os.PathLike):
     """Read a Kaldi tree file (binary or text) as a kaldi_hmm_gmm.ContextDependency."""
     return read_tree_py(path).to_kaldi()
