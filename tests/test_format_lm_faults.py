@@ -185,3 +185,21 @@ def test_fewer_ngrams_than_the_header_says_is_a_warning(data, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "WARNING (format_lm): " in r.stderr and "but the \\3-grams: section has" in r.stderr
     assert (tmp_path / "lt" / "G.fst").exists()
+
+
+def test_stages_of_killed_runs_are_removed_by_the_next(data, tmp_path):
+    """kill -9 of format_lm leaves its staging dir (.lang_test.<pid>.xxxx) and, mid-install, the old
+    dir (lang_test.old.<pid>); the next run removes those whose process is gone, not a live one's."""
+    lang, d, arpa, _ = data
+    out = tmp_path / "lt"
+    dead = subprocess.Popen(["true"])
+    dead.wait()   # a pid that no longer runs
+    stale = [tmp_path / f".lt.{dead.pid}.abc123", tmp_path / f"lt.old.{dead.pid}"]
+    live = tmp_path / f".lt.{os.getppid()}.live99"   # (the test runner's parent: alive)
+    for p in (*stale, live):
+        p.mkdir()
+        (p / "G.fst").write_text("half written")
+    r = _run_cli(lang, arpa, d, str(out))
+    assert r.returncode == 0, r.stderr
+    assert (out / "G.fst").exists()
+    assert not any(p.exists() for p in stale) and live.exists()

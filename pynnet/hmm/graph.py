@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -218,6 +219,24 @@ def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True, wor
     return G
 
 
+def _remove_dead_stages(parent: str, base: str) -> None:
+    """Staging dirs ``.<base>.<pid>.*`` and ``<base>.old.<pid>`` of format_lm runs that were killed
+    (their process is gone): a kill -9 leaves them behind, nothing else removes them."""
+    pat = re.compile(rf"(?:\.{re.escape(base)}\.|{re.escape(base)}\.old\.)(\d+)(?:\..*)?")
+    for name in os.listdir(parent):
+        m = pat.fullmatch(name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue   # its process runs (or is another user's): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
 def format_lm(lang_dir: str, arpa: str, lexicon: str | None, out_dir: str, verbose: bool = True) -> None:
     """utils/format_lm.sh: copy the lang dir to ``out_dir`` and add G.fst built from ``arpa``.
     Fails if G has a cycle of empty words (#0 back-off arcs and words with empty pronunciations in
@@ -238,7 +257,9 @@ def format_lm(lang_dir: str, arpa: str, lexicon: str | None, out_dir: str, verbo
                 empty.add(lang.words[fields[0]])
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
-    stage = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(os.path.abspath(out_dir)) + ".")
+    base = os.path.basename(os.path.abspath(out_dir))
+    _remove_dead_stages(parent, base)
+    stage = tempfile.mkdtemp(dir=parent, prefix=f".{base}.{os.getpid()}.")
     try:
         shutil.rmtree(stage)
         shutil.copytree(lang_dir, stage, ignore=shutil.ignore_patterns("G.fst", ".*.tmp"))
