@@ -5,6 +5,7 @@ import gzip
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -305,6 +306,12 @@ def test_alignment_round_trip_kaldi_int32_format(tmp_path):
     assert list(read_alignments(f"ark:{tmp_path}/ali.2.gz")) == list(alis)[3:]
     for k in alis:
         assert back[k].dtype == np.int32 and np.array_equal(back[k], alis[k])
+    # the same alignments written again, later, elsewhere: the same bytes (no temp-file name or
+    # time stamp in the gzip header), so reruns can be compared with md5sum
+    (tmp_path / "again").mkdir()
+    time.sleep(1.1)
+    write_alignments(tmp_path / "again" / "ali.1.gz", dict(list(alis.items())[:3]))
+    assert (tmp_path / "again" / "ali.1.gz").read_bytes() == (tmp_path / "ali.1.gz").read_bytes()
 
 
 def test_bad_alignment_files(tmp_path):

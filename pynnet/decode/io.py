@@ -49,7 +49,8 @@ class TextArkWriter:
                 fail("output directory does not exist", d)
             fd, self._tmp = make_temp_file(d, "." + os.path.basename(t) + ".")
             self._raw = os.fdopen(fd, "wb")
-            self._f = gzip.GzipFile(fileobj=self._raw, mode="wb", mtime=0) if t.endswith(".gz") else self._raw
+            # (no name or time stamp in the header: identical lattices, identical files)
+            self._f = gzip.GzipFile(filename="", fileobj=self._raw, mode="wb", mtime=0) if t.endswith(".gz") else self._raw
         return self
 
     def write(self, text: str) -> None:

@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from pynnet.io.atomic import atomic_path
+from pynnet.io.atomic import DeterministicGzip, atomic_path
 from pynnet.io.errors import PynnetError, fail
 from pynnet.io.tables import ascii_int
 
@@ -157,7 +157,7 @@ def write_alignments(path: str | os.PathLike, alis: dict[str, np.ndarray] | Iter
     items = alis.items() if isinstance(alis, dict) else alis
     n = 0
     with atomic_path(path) as tmp:
-        opener = (lambda p: gzip.open(p, "wb", compresslevel=1)) if compress else (lambda p: open(p, "wb"))
+        opener = (lambda p: DeterministicGzip(p, compresslevel=1)) if compress else (lambda p: open(p, "wb"))
         with opener(tmp) as f:
             for key, vec in items:
                 if not key or " " in key:

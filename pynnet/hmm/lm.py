@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator
 
-from pynnet.io.atomic import atomic_path
+from pynnet.io.atomic import DeterministicGzip, atomic_path
 from pynnet.io.errors import PynnetError, fail
 from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import FIELD_SEPS, ascii_int, split_fields, split_lines
@@ -149,7 +149,8 @@ class BackoffLM:
     def write_arpa(self, path: str) -> None:
         """Write ARPA text (gzip when ``path`` ends in .gz), atomically."""
         with atomic_path(path) as tmp:
-            raw = gzip.open(tmp, "wt", encoding="utf-8") if path.endswith(".gz") else open(tmp, "w", encoding="utf-8")
+            raw = (io.TextIOWrapper(DeterministicGzip(tmp), encoding="utf-8") if path.endswith(".gz")
+                   else open(tmp, "w", encoding="utf-8"))
             with raw as f:
                 f.write("\n\\data\\\n")
                 for k in range(1, self.order + 1):

@@ -346,7 +346,7 @@ def write_graphs(path: str, graphs: Iterable[tuple[str, object]]) -> int:
     import kaldi_hmm_gmm  # noqa: F401
     import kaldifst
 
-    from pynnet.io.atomic import atomic_path
+    from pynnet.io.atomic import DeterministicGzip, atomic_path
 
     n = 0
     with atomic_path(path) as tmp:
@@ -357,7 +357,7 @@ def write_graphs(path: str, graphs: Iterable[tuple[str, object]]) -> int:
             n += 1
         w.close()
         if ark != tmp:
-            with open(ark, "rb") as fi, gzip.open(tmp, "wb", compresslevel=1) as fo:
+            with open(ark, "rb") as fi, DeterministicGzip(tmp, compresslevel=1) as fo:
                 shutil.copyfileobj(fi, fo, 1 << 20)
             os.unlink(ark)
     return n

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import os
 import tempfile
 from typing import IO, Iterator
@@ -88,3 +89,19 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             yield f
             f.flush()
             os.fsync(f.fileno())
+
+
+class DeterministicGzip(gzip.GzipFile):
+    """A gzip writer of ``path`` whose bytes depend on the content only: no file name (the temp
+    file's random one) and no time stamp in the header, so identical outputs are identical files
+    (md5 comparisons of reruns)."""
+
+    def __init__(self, path: str | os.PathLike, compresslevel: int = 6):
+        self._raw = open(path, "wb")
+        super().__init__(filename="", mode="wb", compresslevel=compresslevel, fileobj=self._raw, mtime=0)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()

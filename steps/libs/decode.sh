@@ -30,7 +30,8 @@ decode_setup() {
   [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh "$data" "$nj" >/dev/null || exit 1
 }
 
-# decode_lat_wspec: the decoding programs' lattice wspecifier, "ark:|gzip -c > $dir/lat.JOB.gz.tmp"
+# decode_lat_wspec: the decoding programs' lattice wspecifier, "ark:|gzip -n -c > $dir/lat.JOB.gz.tmp"
+# (-n: no time stamp in the header, so identical lattices are identical files)
 # (decode_run_jobs renames the files to lat.JOB.gz once every job has succeeded: a killed or failed
 # decode leaves no truncated lat.JOB.gz for --stage 1 or scoring to read), with a check of gzip's
 # exit status: when gzip cannot write the file (disk full, a file size limit: it is killed by
@@ -39,7 +40,7 @@ decode_setup() {
 # pipe's command fail).  No double quotes in it: run.pl passes it to bash inside double quotes.
 decode_lat_wspec() {
   local lat="$dir/lat.JOB.gz"
-  printf '%s' "ark:|gzip -c > $lat.tmp || { echo 'ERROR (gzip): writing $lat failed (disk full or a file size limit?)' >&2; exit 1; }"
+  printf '%s' "ark:|gzip -n -c > $lat.tmp || { echo 'ERROR (gzip): writing $lat failed (disk full or a file size limit?)' >&2; exit 1; }"
 }
 
 # decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz.tmp, see
