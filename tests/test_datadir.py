@@ -756,3 +756,33 @@ def test_non_breaking_space_is_part_of_a_field(tmp_path, eol):
     (d / "utt2spk").write_text(eol.join(["u1 s x", ""]))
     with pytest.raises(PynnetError, match="utt2spk:1: expected at most 2 fields, got 3"):
         D.read_data_file(d, "utt2spk")
+
+
+def test_subset_data_tr_cv(tmp_path):
+    """utils/subset_data_dir_tr_cv.sh (Kaldi's nnet1 split): int(10% of the speakers), the first in
+    shuffle_list.pl --srand 777 order, hold out; the rest train; whole speakers, nothing lost."""
+    spks = [f"s{i:02d}" for i in range(23)]
+    d = make_dir(tmp_path / "d", spks=spks, per_spk=2)
+    r = sh(UTILS / "subset_data_dir_tr_cv.sh", d, tmp_path / "tr", tmp_path / "cv")
+    assert r.returncode == 0, r.stderr
+    assert "Speakers, src=23, trn=21, cv=2" in r.stdout
+    want_cv = sorted(D.perl_shuffle(spks, 777)[:2])
+    assert keys(tmp_path / "cv" / "spk2utt") == want_cv
+    assert keys(tmp_path / "tr" / "spk2utt") == sorted(set(spks) - set(want_cv))
+    assert sorted(keys(tmp_path / "tr" / "utt2spk") + keys(tmp_path / "cv" / "utt2spk")) == keys(d / "utt2spk")
+    for x in ("tr", "cv"):
+        assert sh(UTILS / "validate_data_dir.sh", tmp_path / x).returncode == 0
+    # a given CV speaker list; --cv-spk-percent
+    (tmp_path / "cv.list").write_text("s03\ns07\ns11\n")
+    r = sh(UTILS / "subset_data_dir_tr_cv.sh", "--cv-spk-list", tmp_path / "cv.list", d, tmp_path / "tr2", tmp_path / "cv2")
+    assert r.returncode == 0 and keys(tmp_path / "cv2" / "spk2utt") == ["s03", "s07", "s11"], r.stderr
+    r = sh(UTILS / "subset_data_dir_tr_cv.sh", "--cv-spk-percent", "30", d, tmp_path / "tr3", tmp_path / "cv3")
+    assert r.returncode == 0 and len(keys(tmp_path / "cv3" / "spk2utt")) == 6
+    # bad input: one line, nothing written
+    small = make_dir(tmp_path / "small", spks=("a1", "b1", "c1"))
+    assert "0 CV and 3 training speakers of 3" in error_line(sh(UTILS / "subset_data_dir_tr_cv.sh", small,
+                                                                   tmp_path / "tr4", tmp_path / "cv4"))
+    (tmp_path / "bad.list").write_text("s03\nnobody\n")
+    assert "bad.list: 1 of its 2 speakers are not in" in error_line(
+        sh(UTILS / "subset_data_dir_tr_cv.sh", "--cv-spk-list", tmp_path / "bad.list", d, tmp_path / "tr5", tmp_path / "cv5"))
+    assert not any((tmp_path / x).exists() for x in ("tr4", "cv4", "tr5", "cv5"))

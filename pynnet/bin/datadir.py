@@ -6,7 +6,7 @@ import os
 import sys
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import ascii_int, parser, usage_error
+from pynnet.bin._opts import ascii_int, float_opt, int_opt, parser, usage_error
 from pynnet.io import datadir as D
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
@@ -34,6 +34,31 @@ def validate_main(argv: list[str] | None = None) -> int:
                                    no_spk_sort=a.no_spk_sort, non_print=a.non_print)
     _say("validate_data_dir.sh", warnings, warn=True)
     print(f"validate_data_dir.sh: Successfully validated data-directory {a.data}", file=sys.stderr)
+    return 0
+
+
+@cli
+def subset_tr_cv_main(argv: list[str] | None = None) -> int:
+    p = parser("subset_data_tr_cv.sh", "Split a data dir by speaker into training and CV sets for "
+               "nnet1-style training (Kaldi's utils/nnet/subset_data_tr_cv.sh).")
+    p.add_argument("--cv-spk-percent", type=float_opt, default=10.0, help="speakers held out (default 10)")
+    p.add_argument("--cv-spk-list", default="", help="the held-out speakers (instead of a random choice)")
+    p.add_argument("--seed", type=int_opt, default=777, help="shuffle_list.pl's --srand (default 777)")
+    p.add_argument("--cv-utt-percent", default="", help="ignored (Kaldi's compatibility option)")
+    p.add_argument("src")
+    p.add_argument("train")
+    p.add_argument("cv")
+    a = p.parse_args(argv)
+    if not 0.0 < a.cv_spk_percent < 100.0:
+        fail(f"--cv-spk-percent must be in (0, 100), not {a.cv_spk_percent:g}")
+    for dest in (a.train, a.cv):
+        if os.path.abspath(a.src) == os.path.abspath(dest):
+            fail("source and destination are the same directory", dest)
+    dd = D.load_data_dir(a.src, strict=True, prog="subset_data_tr_cv.sh")
+    trn, cv = D.split_tr_cv(dd, a.cv_spk_percent, a.seed, a.cv_spk_list or None)
+    D.write_data_dir(trn, a.train)
+    D.write_data_dir(cv, a.cv)
+    print(f"Speakers, src={len(dd.spk2utt)}, trn={len(trn.spk2utt)}, cv={len(cv.spk2utt)}")
     return 0
 
 

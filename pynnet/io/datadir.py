@@ -824,6 +824,31 @@ def subset(dd: DataDir, *, first: int | None = None, last: int | None = None,
     return dd.restrict(keep)
 
 
+def split_tr_cv(dd: DataDir, cv_spk_percent: float = 10.0, seed: int = 777,
+                cv_spk_list: str | None = None) -> tuple[DataDir, DataDir]:
+    """(training, CV) data dirs by speaker, as Kaldi's utils/nnet/subset_data_tr_cv.sh (nnet1):
+    the first int(cv_spk_percent * speakers / 100) speakers in shuffle_list.pl's order (``--srand
+    seed``) hold out, the rest train; or ``cv_spk_list`` names the held-out speakers."""
+    spks = list(dd.spk2utt)
+    if cv_spk_list is not None:
+        cv = _read_id_list(cv_spk_list)
+        miss = [s for s in cv if s not in dd.spk2utt]
+        if miss:
+            fail(f"{len(miss)} of its {len(cv)} speakers are not in {dd.path} (e.g. '{miss[0]}')", cv_spk_list)
+        held = set(cv)
+        trn = [s for s in spks if s not in held]
+    else:
+        order = perl_shuffle(spks, seed)
+        n_cv = int(cv_spk_percent * len(spks) / 100)
+        cv, trn = order[:n_cv], order[n_cv:]
+    if not cv or not trn:
+        fail(f"{len(cv)} CV and {len(trn)} training speakers of {len(spks)}: both sets need one "
+             f"(--cv-spk-percent {cv_spk_percent:g})", dd.file("spk2utt"))
+    s2u = dd.spk2utt
+    pick = lambda ss: dd.restrict([u for s in sorted(ss, key=str.encode) for u in s2u[s]])  # noqa: E731
+    return pick(trn), pick(cv)
+
+
 def remove_dup_utts(dd: DataDir, max_count: int) -> DataDir:
     """Keep at most ``max_count`` utterances with the same transcript (in utterance order), as
     Kaldi's utils/data/remove_dup_utts.sh does (e.g. the many "uh-huh"s of Switchboard)."""

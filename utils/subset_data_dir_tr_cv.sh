@@ -1,0 +1,1 @@
+nnet/subset_data_tr_cv.sh
