@@ -192,12 +192,13 @@ def _arpa_number(x: str) -> float | None:
 def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
               ) -> Iterator[tuple[int, list[str], float, float | None]]:
     """The n-gram lines of the ARPA LM ``path`` (gzipped if ``.gz``) as (order k, fields: log10-prob,
-    k words, optional back-off; log10-prob and back-off as numbers, None without one), streamed and checked as Kaldi's ARPA reader (arpa2fst) checks them:
-    anything malformed is one error ``path:line: what`` (kaldilm aborts the process on it). Lines end
-    at '\n'; a '\r' before it is dropped. As arpa2fst: what comes before \\data\\ is skipped; a
-    section with more n-grams than \\data\\ announces is an error, with fewer a warning (a pruned
-    LM that kept its old header). <s> and </s> must be unigrams. ``copy_to`` (a binary file) gets
-    the file from \\data\\ to \\end\\ with '\n' line ends."""
+    k words, optional back-off; log10-prob and back-off as numbers, None without one), streamed
+    and checked as Kaldi's ARPA reader (arpa2fst) checks them: anything malformed is one error
+    ``path:line: what`` (kaldilm aborts the process on it). Lines end at LF; a CR before it is
+    dropped. As arpa2fst: what comes before \\data\\ is skipped; a section with more n-grams than
+    \\data\\ announces is an error, with fewer a warning (a pruned LM that kept its old header).
+    <s> and </s> must be unigrams. ``copy_to`` (a binary file) gets the file from \\data\\ to
+    \\end\\ with LF line ends."""
     if not os.path.exists(path):
         fail("no such file", path)
     counts: dict[int, int] = {}
