@@ -785,4 +785,6 @@ def test_subset_data_tr_cv(tmp_path):
     (tmp_path / "bad.list").write_text("s03\nnobody\n")
     assert "bad.list: 1 of its 2 speakers are not in" in error_line(
         sh(UTILS / "subset_data_dir_tr_cv.sh", "--cv-spk-list", tmp_path / "bad.list", d, tmp_path / "tr5", tmp_path / "cv5"))
-    assert not any((tmp_path / x).exists() for x in ("tr4", "cv4", "tr5", "cv5"))
+    assert "the training and CV destinations are the same directory" in error_line(
+        sh(UTILS / "subset_data_dir_tr_cv.sh", d, tmp_path / "same", tmp_path / "same"))
+    assert not any((tmp_path / x).exists() for x in ("tr4", "cv4", "tr5", "cv5", "same"))

@@ -54,6 +54,8 @@ def subset_tr_cv_main(argv: list[str] | None = None) -> int:
     for dest in (a.train, a.cv):
         if os.path.abspath(a.src) == os.path.abspath(dest):
             fail("source and destination are the same directory", dest)
+    if os.path.abspath(a.train) == os.path.abspath(a.cv):
+        fail("the training and CV destinations are the same directory", a.cv)
     dd = D.load_data_dir(a.src, strict=True, prog="subset_data_tr_cv.sh")
     trn, cv = D.split_tr_cv(dd, a.cv_spk_percent, a.seed, a.cv_spk_list or None)
     D.write_data_dir(trn, a.train)
