@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import kaldi_hmm_gmm as khg  # noqa: I001  (must be imported before kaldifst)
 import kaldifst
 
 from pynnet.decode.decoder import DecodeConfig, GmmScorer, decode_gmm, decode_loglikes, read_hclg
-from pynnet.decode.lattice import best_paths, from_fst_text, path_cost, read_lattice_ark
+from pynnet.decode.lattice import _schedule, best_paths, from_fst_text, path_cost, read_lattice_ark
 from pynnet.io.errors import PynnetError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -323,6 +322,33 @@ def test_decode_sh_and_scoring_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr + r.stdout
     assert (dec / "num_jobs").read_text().strip() == "2"
     assert (dec / "scoring_kaldi" / "best_wer").read_text().split() == best
+    # the same lattices in Kaldi's binary form (OpenFst writes them): scoring gives the same WERs
+    for j in (1, 2):
+        blobs = []
+        for utt, lat in read_lattice_ark(str(dec / f"lat.{j}.gz")):
+            fst = kaldifst.Lattice()
+            for _ in range(lat.num_states):
+                fst.add_state()
+            fst.start = lat.start
+            for k in range(lat.num_arcs):
+                fst.add_arc(int(lat.src[k]), kaldifst.LatticeArc(
+                    int(lat.ilabel[k]), int(lat.olabel[k]),
+                    kaldifst.LatticeWeight(float(lat.graph[k]), float(lat.acoustic[k])), int(lat.dst[k])))
+            for st, g, ac in zip(lat.final_state.tolist(), lat.final_graph.tolist(), lat.final_acoustic.tolist()):
+                fst.set_final(st, kaldifst.LatticeWeight(g, ac))
+            fst.write(str(tmp_path / "one.fst"))
+            blobs.append(utt.encode() + b" " + (tmp_path / "one.fst").read_bytes())
+        with gzip.open(dec / f"lat.{j}.gz", "wb") as f:
+            f.write(b"".join(blobs))
+    for f in dec.glob("wer_*"):
+        f.unlink()
+    r = subprocess.run([f"{ROOT}/steps/score_kaldi.sh", "--min-lmwt", "1", "--max-lmwt", "20",
+                        str(data), str(graph), str(dec)], cwd=ROOT, env=_env(),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert {f"wer_{l}_{p}": float((dec / f"wer_{l}_{p}").read_text().splitlines()[1].split()[1])
+            for l in range(1, 21) for p in ("0.0", "0.5", "1.0")} == wers
+    assert (dec / "scoring_kaldi" / "best_wer").read_text().split() == best
 
 
 def test_decode_sh_dimension_mismatch_is_one_line(tmp_path):
@@ -517,3 +543,154 @@ def test_adaptive_beam_does_not_settle_for_partial_path(toy):
     assert full.ok and not full.partial
     assert adap.ok and not adap.partial
     assert adap.words == full.words and adap.likelihood == pytest.approx(full.likelihood, rel=1e-5)
+
+
+# ------------------------------------------------------------------ Kaldi binary lattices
+def _compact_lattice_bytes(start: int, states: list[tuple[tuple, list[tuple]]]) -> bytes:
+    """An OpenFst binary VectorFst of Kaldi's CompactLattice arc type, laid out as OpenFst's
+    FstHeader + VectorFst::WriteFst and Kaldi's CompactLatticeWeightTpl::Write store it.
+    ``states``: per state (final weight, [(word, weight, dst)]), weights (graph, acoustic, tids);
+    a final weight of None is Zero (inf, inf)."""
+    import struct
+
+    def string(x: str) -> bytes:
+        return struct.pack("<i", len(x)) + x.encode()
+
+    def weight(w) -> bytes:
+        g, a, tids = w if w is not None else (float("inf"), float("inf"), [])
+        return struct.pack("<ffi", g, a, len(tids)) + struct.pack(f"<{len(tids)}i", *tids)
+
+    out = [struct.pack("<i", 2125659606), string("vector"), string("compactlattice44"),
+           struct.pack("<iiQqqq", 2, 0, 0, start, len(states), sum(len(arcs) for _, arcs in states))]
+    for final, arcs in states:
+        out.append(weight(final) + struct.pack("<q", len(arcs)))
+        for word, w, dst in arcs:
+            out.append(struct.pack("<ii", word, word) + weight(w) + struct.pack("<i", dst))
+    return b"".join(out)
+
+
+# Two word sequences over 6 frames: "5 6" (tids 3 3 4 | 5 5) or "7" (tids 8 8 8 8 8), final tid 9.
+CLAT_STATES = [(None, [(5, (1.5, 2.25, [3, 3, 4]), 1), (7, (0.5, 9.5, [8, 8, 8, 8, 8]), 2)]),
+               (None, [(6, (1.0, 1.0, [5, 5]), 2)]),
+               ((0.5, 0.25, [9]), [])]
+CLAT_TEXT = ("0\t1\t5\t1.5,2.25,3_3_4\n0\t2\t7\t0.5,9.5,8_8_8_8_8\n1\t2\t6\t1,1,5_5\n2\t0.5,0.25,9\n")
+
+
+def _frames_per_path(lat) -> set[int]:
+    """The numbers of transition-ids (frames) over all complete paths of a state-level lattice."""
+    lengths: dict[int, set[int]] = {lat.start: {0}}
+    order = np.argsort(lat.src, kind="stable")
+    for _ in range(lat.num_states):     # relax until stable (small acyclic lattices)
+        for a in order.tolist():
+            s, d = int(lat.src[a]), int(lat.dst[a])
+            step = 1 if lat.ilabel[a] else 0
+            lengths.setdefault(d, set()).update(x + step for x in lengths.get(s, ()))
+    return set().union(*(lengths.get(int(s), set()) for s in lat.final_state))
+
+
+def test_binary_compact_lattice_reads_as_its_text_form(tmp_path):
+    # what latgen-faster writes: "key " then the CompactLattice FST, no binary marker
+    data = _compact_lattice_bytes(0, CLAT_STATES)
+    p = tmp_path / "lat.1.gz"
+    with gzip.open(p, "wb") as f:
+        f.write(b"utt1 " + data + b"utt2 \n" + CLAT_TEXT.encode() + b"\n" + b"utt3 " + data)
+    got = dict(read_lattice_ark(str(p)))
+    assert list(got) == ["utt1", "utt2", "utt3"]
+    ref = got["utt2"]                       # the text CompactLattice (Kaldi's ark,t form)
+    for lat in (got["utt1"], got["utt3"]):
+        assert lat.to_kaldi_text("k") == ref.to_kaldi_text("k")
+    # expanded as ConvertLattice does: one arc per transition-id, the word and weight on the first
+    assert ref.num_arcs == 3 + 5 + 2 + 1 and sorted(ref.ilabel.tolist()) == [3, 3, 4, 5, 5, 8, 8, 8, 8, 8, 9]
+    assert _frames_per_path(ref) == {6}
+    # graph + acoustic / LMWT: "7" costs 0.5 + 9.5 / LMWT, "5 6" 2.5 + 3.25 / LMWT (finals alike)
+    assert best_paths(ref, [1.0, 10.0], [0.0]) == {(1.0, 0.0): [5, 6], (10.0, 0.0): [7]}
+
+
+def test_binary_state_level_lattice_written_by_openfst(tmp_path):
+    # a Lattice (lattice4 arcs) written by OpenFst itself (kaldifst), as lattice-copy
+    # --write-compact=false writes it, read beside its text form
+    rng = np.random.default_rng(7)
+    lat = kaldifst.Lattice()
+    states = [lat.add_state() for _ in range(6)]
+    lat.start = states[0]
+    for s in range(5):
+        for d in range(s + 1, min(s + 3, 6)):
+            lat.add_arc(s, kaldifst.LatticeArc(int(rng.integers(1, 50)), int(rng.integers(0, 4)),
+                                               kaldifst.LatticeWeight(float(rng.normal()), float(rng.normal() * 10)),
+                                               d))
+    lat.set_final(5, kaldifst.LatticeWeight(0.25, 1.5))
+    lat.set_final(4, kaldifst.LatticeWeight(2.0, 0.0))
+    lat.write(str(tmp_path / "one.fst"))
+    data = (tmp_path / "one.fst").read_bytes()
+    text = from_fst_text(lat.to_str(), start=0).to_kaldi_text("a")
+    (tmp_path / "lat.ark").write_bytes(b"a " + data + b"b " + data + text.replace("a \n", "c \n").encode())
+    got = list(read_lattice_ark(f"ark:cat {tmp_path}/lat.ark|"))
+    assert [k for k, _ in got] == ["a", "b", "c"]
+    assert all(x.to_kaldi_text("a") == text for _, x in got)
+    lm, pen = [4.0, 12.0], [0.0, 1.5]
+    assert best_paths(got[0][1], lm, pen) == best_paths(got[2][1], lm, pen)
+
+
+def test_binary_lattice_bad_input(tmp_path):
+    data = _compact_lattice_bytes(0, CLAT_STATES)
+    p = tmp_path / "lat.1.gz"
+
+    def read(blob: bytes):
+        with gzip.open(p, "wb") as f:
+            f.write(blob)
+        return list(read_lattice_ark(str(p)))
+
+    with pytest.raises(PynnetError, match=r"lat.1.gz: binary lattice for 'u2' is truncated"):
+        read(b"u1 " + data + b"u2 " + data[:-7])
+    negative = data.replace(b"\x03\x00\x00\x00\x03\x00\x00\x00", b"\xfd\xff\xff\xff\x03\x00\x00\x00", 1)
+    with pytest.raises(PynnetError, match=r"binary lattice for 'u1' is corrupt \(bad string length\)"):
+        read(b"u1 " + negative)
+    bad_dst = data[:-4 - 8 - 4 - 16] + data[-4 - 8 - 4 - 16:].replace(b"\x02\x00\x00\x00", b"\x09\x00\x00\x00", 1)
+    with pytest.raises(PynnetError, match="an arc to a state that does not exist"):
+        read(b"u1 " + bad_dst)
+    # an FST of another arc type (a graph, not a lattice): named in one line
+    g = kaldifst.StdVectorFst()
+    g.add_state()
+    g.start = 0
+    g.set_final(0, 0.0)
+    g.write(str(tmp_path / "g.fst"))
+    with pytest.raises(PynnetError, match=r"unsupported binary FST \(vector, arc type standard\)"):
+        read(b"u1 " + (tmp_path / "g.fst").read_bytes())
+    # the program that scoring runs: one line, nonzero exit, no traceback
+    read(b"u1 " + data)  # (valid: leaves p in place for the next run)
+    with gzip.open(p, "wb") as f:
+        f.write(b"u1 " + data[:40])
+    r = subprocess.run(["pynnet-lattice-best-path-grid", "--min-lmwt", "9", "--max-lmwt", "10",
+                        str(p), str(tmp_path / "scoring")], env=_env(), capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "binary lattice for 'u1' is truncated" in r.stderr and not (tmp_path / "scoring").exists()
+
+
+KGRAPH_GIT = os.environ.get("PYNNET_KGRAPH_GIT", "/work/.mirror/koala999cn+kGraph/repo")
+
+
+@pytest.mark.skipif(not os.path.isdir(KGRAPH_GIT), reason="no git mirror of koala999cn/kGraph")
+def test_real_kaldi_binary_lattices(tmp_path):
+    """Ten CompactLattices written by Kaldi's latgen (binary, a 120k-word Mandarin system), from
+    a public repository's test data read at test time: every lattice parses to its end, and all
+    complete paths of a lattice cover the same number of frames (the transition-id strings were
+    read whole)."""
+    p = tmp_path / "lat.1"
+    p.write_bytes(subprocess.run(["git", "-C", KGRAPH_GIT, "show", "HEAD:test/data/lat.1"],
+                                 capture_output=True, check=True).stdout)
+    lats = list(read_lattice_ark(f"ark:{p}"))
+    assert len(lats) == 10 and all(k.startswith("CVTE201703_") for k, _ in lats)
+    for key, lat in lats:
+        assert lat.final_state.size > 0 and np.all(lat.ilabel >= 0)
+        # longest and shortest path in frames, by the Viterbi schedule of the scorer
+        lo = np.full(lat.num_states, np.inf)
+        hi = np.full(lat.num_states, -np.inf)
+        lo[lat.start] = hi[lat.start] = 0
+        step = (lat.ilabel > 0).astype(float)
+        for blk, _, _ in _schedule(lat).blocks:
+            np.minimum.at(lo, lat.dst[blk], lo[lat.src[blk]] + step[blk])
+            np.maximum.at(hi, lat.dst[blk], hi[lat.src[blk]] + step[blk])
+        frames = set(lo[lat.final_state]) | set(hi[lat.final_state])
+        assert len(frames) == 1 and 100 < frames.pop() < 1000, key
+        assert len(best_paths(lat, [10.0], [0.0])[(10.0, 0.0)]) > 0

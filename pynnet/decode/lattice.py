@@ -1,5 +1,6 @@
-"""State-level lattices (Kaldi's ``Lattice`` type) held as numpy arrays, their Kaldi text ark
-format, and best paths over a grid of LM weights x word-insertion penalties.
+"""State-level lattices (Kaldi's ``Lattice`` type) held as numpy arrays; reading Kaldi lattice
+archives (text or binary, Lattice or CompactLattice) and writing the text form; best paths over a
+grid of LM weights x word-insertion penalties.
 
 A lattice arc carries (ilabel = transition-id, olabel = word id, graph cost, acoustic cost); costs
 are negated log-probabilities and the acoustic cost is *unscaled* (as latgen-faster writes it).
@@ -14,9 +15,9 @@ vectorised over the grid), so scoring 11 x 3 points costs about as much as one.
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import re
+import struct
 import subprocess
 import warnings
 from dataclasses import dataclass
@@ -134,11 +135,13 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
                 first_line: int = 1) -> Lattice:
     """Parse AT&T text of a lattice (kaldifst ``Lattice.to_str()`` or a Kaldi text entry).
     Arc lines: ``src dst ilabel olabel g,a``; final lines: ``state [g,a]``.  Also accepts
-    CompactLattice lines ``src dst word g,a,tid_tid_...`` (the transition-ids are dropped;
-    ilabel = olabel = word).  The first arc's (or final's) state is the start state, as in
-    FstPrinter output, unless ``start`` is given."""
+    CompactLattice lines ``src dst word g,a,tid_tid_...`` and ``state g,a,tid_...``, expanded
+    into chains of transition-id arcs as Kaldi's ConvertLattice does.  The first arc's (or
+    final's) state is the start state, as in FstPrinter output, unless ``start`` is given."""
     src, dst, il, ol, gc, ac = [], [], [], [], [], []
     fs, fg, fa = [], [], []
+    arc_tids: dict[int, list[int]] = {}     # CompactLattice strings, by arc / final index
+    final_tids: dict[int, list[int]] = {}
     first = None
     # Kaldi's lattice reader: lines end at "\n" only, fields are split at spaces and tabs
     for n, line in enumerate(text.split("\n"), 1):
@@ -154,6 +157,7 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
                 elif len(f) == 4 and "," in f[3]:   # CompactLattice arc
                     i = o = _int(f[2])
                     w = f[3]
+                    arc_tids[len(src)] = _tids(w)
                 else:                               # Lattice arc with weight One
                     i, o, w = _int(f[2]), _int(f[3]), "0,0"
                 g, a = _weight(w)
@@ -161,6 +165,8 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
             elif len(f) in (1, 2):
                 s = _int(f[0])
                 g, a = _weight(f[1]) if len(f) == 2 else (0.0, 0.0)
+                if len(f) == 2 and f[1].count(",") == 2:
+                    final_tids[len(fs)] = _tids(f[1])
                 fs.append(s); fg.append(g); fa.append(a)
             else:
                 raise ValueError
@@ -171,9 +177,71 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
     if first is None:
         fail("empty lattice", where)
     ns = 1 + max([first] + src + dst + fs)
+    if arc_tids or final_tids:
+        for k in range(len(src)):
+            arc_tids.setdefault(k, [])      # a CompactLattice's 5-field lines are not arcs
+        return _from_compact(ns, first if start is None else start, src, dst, ol, gc, ac,
+                             [arc_tids[k] for k in range(len(src))], fs, fg, fa,
+                             [final_tids.get(k, []) for k in range(len(fs))])
     return Lattice(ns, first if start is None else start,
                    np.asarray(src, np.int32), np.asarray(dst, np.int32), np.asarray(il, np.int32),
                    np.asarray(ol, np.int32), np.asarray(gc, np.float64), np.asarray(ac, np.float64),
+                   np.asarray(fs, np.int32), np.asarray(fg, np.float64), np.asarray(fa, np.float64))
+
+
+def _tids(w: str) -> list[int]:
+    """The transition-ids of a CompactLattice weight ``g,a,tid_tid_...`` (may be empty)."""
+    parts = w.split(",")
+    if len(parts) != 3:
+        raise ValueError(w)
+    return [_int(t) for t in parts[2].split("_")] if parts[2] else []
+
+
+def _from_compact(num_states: int, start: int, src: Sequence[int], dst: Sequence[int],
+                  word: Sequence[int], graph: Sequence[float], acoustic: Sequence[float],
+                  tids: Sequence[Sequence[int]], final_state: Sequence[int],
+                  final_graph: Sequence[float], final_acoustic: Sequence[float],
+                  final_tids: Sequence[Sequence[int]]) -> Lattice:
+    """A CompactLattice (word arcs whose weights carry transition-id strings) as a state-level
+    Lattice, as Kaldi's ConvertLattice makes it: an arc with n transition-ids becomes a chain of
+    n arcs through new states, the first carrying the word and the weight; a final weight with a
+    string becomes a chain ending in a new final state."""
+    S, E = num_states, len(src)
+    n = np.array([len(t) for t in tids], np.int64)
+    m = np.maximum(n, 1)                            # arcs per compact arc
+    flat = np.fromiter((x for t in tids for x in t), np.int64, count=int(n.sum()))
+    total = int(m.sum())
+    first = np.cumsum(m) - m
+    pos = np.arange(total) - np.repeat(first, m)    # index inside each chain
+    owner = np.repeat(np.arange(E), m)
+    is_first, is_last = pos == 0, pos == np.repeat(m, m) - 1
+    # arc e's chain passes through new states base[e] + 1 .. base[e] + m[e] - 1
+    base = S - 1 + np.repeat(first - np.arange(E), m)
+    a_src = np.where(is_first, np.asarray(src, np.int64)[owner], base + pos)
+    a_dst = np.where(is_last, np.asarray(dst, np.int64)[owner], base + pos + 1)
+    il = np.zeros(total, np.int64)
+    has = np.repeat(n > 0, m)
+    il[has] = flat
+    ol = np.where(is_first, np.asarray(word, np.int64)[owner], 0)
+    g = np.where(is_first, np.asarray(graph, np.float64)[owner], 0.0)
+    a = np.where(is_first, np.asarray(acoustic, np.float64)[owner], 0.0)
+    next_state = S + total - E
+    lists = [a_src.tolist(), a_dst.tolist(), il.tolist(), ol.tolist(), g.tolist(), a.tolist()]
+    fs, fg, fa = [], [], []
+    for s, wg, wa, t in zip(final_state, final_graph, final_acoustic, final_tids):
+        if not t:
+            fs.append(s); fg.append(wg); fa.append(wa)
+            continue
+        cur = s
+        for k, tid in enumerate(t):
+            for col, v in zip(lists, (cur, next_state, tid, 0, wg if k == 0 else 0.0,
+                                      wa if k == 0 else 0.0)):
+                col.append(v)
+            cur, next_state = next_state, next_state + 1
+        fs.append(cur); fg.append(0.0); fa.append(0.0)
+    return Lattice(next_state, start, np.asarray(lists[0], np.int32), np.asarray(lists[1], np.int32),
+                   np.asarray(lists[2], np.int32), np.asarray(lists[3], np.int32),
+                   np.asarray(lists[4], np.float64), np.asarray(lists[5], np.float64),
                    np.asarray(fs, np.int32), np.asarray(fg, np.float64), np.asarray(fa, np.float64))
 
 
@@ -221,34 +289,208 @@ def _open_read(spec: str) -> tuple[IO[bytes], subprocess.Popen | None, str]:
     return raw, None, target
 
 
+class _Bytes:
+    """Buffered reading of a binary stream (file, gzip or pipe) with lookahead, for archives that
+    mix text and binary entries."""
+    CHUNK = 1 << 20
+
+    def __init__(self, f: IO[bytes]):
+        self.f, self.buf, self.pos, self.eof = f, b"", 0, False
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.f.read(self.CHUNK)
+        if not data:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos:] + data
+        self.pos = 0
+        return True
+
+    def need(self, n: int) -> bool:
+        while len(self.buf) - self.pos < n:
+            if not self.more():
+                return False
+        return True
+
+    def take(self, n: int) -> bytes:
+        if not self.need(n):
+            raise EOFError
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, fmt: struct.Struct) -> tuple:
+        if not self.need(fmt.size):
+            raise EOFError
+        out = fmt.unpack_from(self.buf, self.pos)
+        self.pos += fmt.size
+        return out
+
+    def find(self, pattern: re.Pattern) -> re.Match | None:
+        """The first match at or after the current position, reading more until there is one.
+        (The patterns used here end at a line end at the latest, so a search resumes at the last
+        line start after more data arrives.)"""
+        scan = self.pos
+        while True:
+            m = pattern.search(self.buf, scan)
+            if m is not None:
+                return m
+            resume = max(scan, self.buf.rfind(b"\n", scan) + 1) - self.pos
+            if not self.more():
+                return None
+            scan = resume                           # more() moved the buffer: pos is now 0
+
+
+_SPACE = b" \t\n\r\f\v"
+_KEY_END = re.compile(rb"[ \t\n\r\f\v]")
+_BLANK_LINE = re.compile(rb"(?m)^[ \t\r]*\n")
+_NEWLINE = re.compile(rb"\n")
+_FST_MAGIC = 2125659606
+_I32, _I64, _U64 = struct.Struct("<i"), struct.Struct("<q"), struct.Struct("<Q")
+_LAT_WEIGHT = struct.Struct("<ff")
+_LAT_ARCS = np.dtype([("i", "<i4"), ("o", "<i4"), ("g", "<f4"), ("a", "<f4"), ("n", "<i4")])
+_CLAT_ARC_HEAD = struct.Struct("<iiffi")   # ilabel, olabel, graph, acoustic, string length
+_MAX_COUNT = 1 << 31
+
+
+def _read_fst_string(b: _Bytes) -> bytes:
+    (n,) = b.unpack(_I32)
+    if not 0 <= n <= 256:
+        raise ValueError("bad FST header")
+    return b.take(n)
+
+
+def _read_binary_lattice(b: _Bytes, where: str) -> Lattice:
+    """One OpenFst binary VectorFst of Kaldi's ``lattice4`` (Lattice) or ``compactlattice44``
+    (CompactLattice, expanded as ConvertLattice does) arc type, as Kaldi writes it in a
+    lattice archive (right after the key and its space, without Kaldi's binary marker)."""
+    (magic,) = b.unpack(_I32)
+    if magic != _FST_MAGIC:
+        raise ValueError("no FST magic number")
+    fst_type = _read_fst_string(b).decode("latin-1")
+    arc_type = _read_fst_string(b).decode("latin-1")
+    if fst_type != "vector" or arc_type not in ("lattice4", "compactlattice44"):
+        fail(f"unsupported binary FST ({fst_type}, arc type {arc_type}): expected a Kaldi Lattice "
+             "or CompactLattice (lattice4 / compactlattice44)", where)
+    b.unpack(_I32)                                  # version
+    (flags,) = b.unpack(_I32)
+    b.unpack(_U64)                                  # properties
+    start, num_states = b.unpack(_I64)[0], b.unpack(_I64)[0]
+    b.unpack(_I64)                                  # number of arcs (not always filled in)
+    if flags & 3:
+        fail("binary lattice with symbol tables (Kaldi writes none)", where)
+    if not 0 <= num_states < _MAX_COUNT or (num_states and not 0 <= start < num_states):
+        raise ValueError("bad FST header")
+    compact = arc_type == "compactlattice44"
+    src, dst, word, gc, ac, tids = [], [], [], [], [], []
+    fs, fg, fa, ftids = [], [], [], []
+    parts = []                                      # lattice4: per-state arc records
+    for s in range(num_states):
+        g, a = b.unpack(_LAT_WEIGHT)
+        t = None
+        if compact:
+            (n,) = b.unpack(_I32)
+            if not 0 <= n < _MAX_COUNT:
+                raise ValueError("bad string length")
+            t = list(struct.unpack(f"<{n}i", b.take(4 * n)))
+        if g != np.inf:                             # Zero (inf, inf): not final
+            fs.append(s); fg.append(g); fa.append(a); ftids.append(t or [])
+        (narcs,) = b.unpack(_I64)
+        if not 0 <= narcs < _MAX_COUNT:
+            raise ValueError("bad number of arcs")
+        if not compact:
+            if not b.need(narcs * _LAT_ARCS.itemsize):
+                raise EOFError
+            rec = np.frombuffer(b.buf, _LAT_ARCS, narcs, b.pos)
+            b.pos += narcs * _LAT_ARCS.itemsize
+            parts.append((s, rec))
+            continue
+        for _ in range(narcs):
+            i, o, g, a, n = b.unpack(_CLAT_ARC_HEAD)
+            if not 0 <= n < _MAX_COUNT:
+                raise ValueError("bad string length")
+            t = list(struct.unpack(f"<{n}i", b.take(4 * n)))
+            (d,) = b.unpack(_I32)
+            src.append(s); dst.append(d); word.append(o); gc.append(g); ac.append(a); tids.append(t)
+    if num_states == 0:                             # an empty lattice: no path
+        return Lattice(1, 0, *(np.zeros(0, np.int32),) * 4, *(np.zeros(0),) * 2,
+                       np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
+    rec = np.concatenate([r for _, r in parts]) if parts else np.zeros(0, _LAT_ARCS)
+    arcs_dst = np.asarray(dst, np.int64) if compact else rec["n"]
+    if arcs_dst.size and not 0 <= arcs_dst.min() <= arcs_dst.max() < num_states:
+        raise ValueError("an arc to a state that does not exist")
+    if compact:
+        return _from_compact(num_states, start, src, dst, word, gc, ac, tids, fs, fg, fa, ftids)
+    owner = np.repeat([s for s, _ in parts], [len(r) for _, r in parts]).astype(np.int32)
+    return Lattice(num_states, start, owner, rec["n"].astype(np.int32), rec["i"].astype(np.int32),
+                   rec["o"].astype(np.int32), rec["g"].astype(np.float64), rec["a"].astype(np.float64),
+                   np.asarray(fs, np.int32), np.asarray(fg, np.float64), np.asarray(fa, np.float64))
+
+
 def read_lattice_ark(spec: str) -> Iterator[tuple[str, Lattice]]:
-    """Read text lattices from ``lat.1.gz`` / ``ark:gunzip -c lat.1.gz|`` / ``ark:lat.txt``."""
+    """Read lattices from ``lat.1.gz`` / ``ark:gunzip -c lat.1.gz|`` / ``ark:lat.txt``: Kaldi's
+    text entries (Lattice or CompactLattice) and binary ones (what latgen-faster writes:
+    CompactLattice; or Lattice), in any mix, told apart as Kaldi's lattice holders do (a binary
+    lattice starts with the FST magic number right after the key's space)."""
     f, proc, name = _open_read(spec)
+    b = _Bytes(f)
+    line: int | None = 1        # line numbers, while the archive is text
     try:
-        # lines end at "\n" only (as Kaldi reads them); "\r\n" is tolerated below
-        stream = io.TextIOWrapper(f, encoding="utf-8", newline="\n")
-        key, buf, start_line = None, [], 0
-        for n, line in enumerate(stream, 1):
-            if key is None:
-                key, rest = split_key(line.rstrip("\r\n"))
-                if not key:
-                    continue
-                if key.startswith("\0B") or "\0" in line:
-                    fail("binary lattices are not supported; write them with ark,t", name, n)
-                start_line = n
-                if rest:
-                    fail(f"expected a lattice after the key '{key}' on its own line", name, n)
+        while True:
+            while True:         # skip whitespace up to the key
+                if not b.need(1):
+                    return
+                c = b.buf[b.pos]
+                if c not in _SPACE:
+                    break
+                if line is not None and c == 10:
+                    line += 1
+                b.pos += 1
+            m = b.find(_KEY_END)
+            end = m.start() if m is not None else len(b.buf)
+            key = b.buf[b.pos:end].decode("utf-8")
+            b.pos = end
+            where = f"{name}:{line}" if line is not None else f"{name} (lattice '{key}')"
+            if b.need(2) and b.buf[b.pos] in b" \t" and b.buf[b.pos + 1] == 0xD6:
+                b.pos += 1
+                try:
+                    lat = _read_binary_lattice(b, name)
+                except (ValueError, EOFError, struct.error) as e:
+                    what = "truncated" if isinstance(e, EOFError) else f"corrupt ({e})"
+                    fail(f"binary lattice for '{key}' is {what}", name)
+                line = None
+                yield key, lat
                 continue
-            if not line.strip(FIELD_SEPS + "\r\n"):
-                yield key, from_fst_text("".join(buf), where=name, first_line=start_line + 1)
-                key, buf = None, []
+            # text: the key alone on its line, then lattice lines up to an empty one
+            m = b.find(_NEWLINE)
+            rest = b.buf[b.pos:m.start() if m is not None else len(b.buf)]
+            if b"\0" in key.encode() or b"\0" in rest:
+                fail(f"entry '{key.split(chr(0))[0]}' is binary but no Kaldi lattice "
+                     "(no FST magic number after the key)", where)
+            if rest.strip(_SPACE):
+                fail(f"expected a lattice after the key '{key}' on its own line", where)
+            if m is None:
+                fail(f"lattice for '{key}' is not terminated by an empty line (truncated file?)", where)
+            b.pos = m.end()
+            m = b.find(_BLANK_LINE)
+            if m is None and b.buf[b.pos:] and not b.buf.endswith(b"\n"):
+                b.buf += b"\n"  # (the last line of a file may lack its newline)
+                m = b.find(_BLANK_LINE)
+            if m is None:
+                fail(f"lattice for '{key}' is not terminated by an empty line (truncated file?)", where)
+            body = b.buf[b.pos:m.start()]
+            b.pos = m.end()
+            if b"\0" in body:
+                fail(f"lattice for '{key}' is not text (binary or corrupt)", where)
+            if line is not None:
+                yield key, from_fst_text(body.decode("utf-8"), where=name, first_line=line + 1)
+                line += 2 + body.count(b"\n")
             else:
-                buf.append(line)
-        if key is not None:
-            fail(f"lattice for '{key}' is not terminated by an empty line (truncated file?)",
-                 name, start_line)
+                yield key, from_fst_text(body.decode("utf-8"), where=where)
     except UnicodeDecodeError:
-        fail("not a text lattice archive (binary or corrupt)", name)
+        fail("not a lattice archive (binary or corrupt)", name)
     except (OSError, EOFError) as e:
         fail(f"cannot read: {e}", name)
     finally:
