@@ -17,6 +17,10 @@ min_active=200
 stage=0
 skip_scoring=false
 scoring_opts=
+num_threads=1     # utterances decoded at once in each job (Kaldi: gmm-latgen-faster-parallel)
+decode_extra_opts=  # more options for pynnet-gmm-latgen-faster
+parallel_opts=    # (ignored, as in Kaldi)
+transform_dir=    # (Kaldi's fMLLR transforms: not supported, refused)
 # End configuration section.
 
 help_message="Usage: $0 [options] <graph-dir> <data-dir> <decode-dir>
@@ -31,6 +35,8 @@ Options:
   --beam <float>                 # decoding beam (default $beam)
   --lattice-beam <float>         # lattice beam (default $lattice_beam)
   --max-active <int>             # max active states (default $max_active)
+  --num-threads <n>              # utterances decoded at once in each job (default $num_threads)
+  --decode-extra-opts <opts>     # more options for pynnet-gmm-latgen-faster
   --skip-scoring <true|false>    # do not score (default $skip_scoring)
   --scoring-opts <opts>          # options for the scoring script, e.g. \"--min-lmwt 7 --max-lmwt 17\"
   --stage <stage>                # 1: skip decoding, only score"
@@ -40,6 +46,7 @@ Options:
 . steps/libs/decode.sh
 
 decode_args "$@"  # graphdir data dir srcdir
+decode_refuse transform-dir "$transform_dir" "fMLLR (SAT) transforms are not supported"
 
 [ -z "$model" ] && model=$srcdir/$iter.mdl
 # A Kaldi LDA+MLLT or SAT system transforms its features (final.mat): pynnet has no such stage.
@@ -68,6 +75,7 @@ if [ "$stage" -le 0 ]; then
   decode_run_jobs \
     pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
       --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
+      --num-threads $num_threads $decode_extra_opts \
       --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
       "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$(decode_lat_wspec)"
   # Real-time factor summed over jobs (each job logs Kaldi's "Time taken ...s" and its frames).

@@ -362,8 +362,9 @@ def test_decode_sh_dimension_mismatch_is_one_line(tmp_path):
     assert not list((exp / "decode").glob("lat.*.gz"))
 
 
-def test_decode_faster_mapped_program(tmp_path):
-    """The DNN path: loglikes ark -> lattices + words; same words as the GMM program."""
+def _setup_loglikes(tmp_path):
+    """The toy exp dir, graph and data, and <tmp_path>/loglikes.ark: the GMM's log-likelihoods of
+    the data (what a DNN's pseudo-log-likelihoods stand for); also returns the features."""
     import kaldiio
     toy = Toy()
     exp, graph, data = _setup_exp(tmp_path, toy, UTTS)
@@ -372,6 +373,13 @@ def test_decode_faster_mapped_program(tmp_path):
     with kaldiio.WriteHelper(f"ark:{tmp_path}/loglikes.ark") as wr:
         for utt in sorted(UTTS):
             wr(utt, scorer.loglikes(feats[utt]))
+    return exp, graph, data, feats
+
+
+def test_decode_faster_mapped_program(tmp_path):
+    """The DNN path: loglikes ark -> lattices + words; same words as the GMM program."""
+    import kaldiio
+    exp, graph, data, feats = _setup_loglikes(tmp_path)
     env = _env()
     r = subprocess.run(["pynnet-decode-faster-mapped", "--acoustic-scale=0.1", "--beam=13", "--lattice-beam=6",
                         f"--word-symbol-table={graph}/words.txt", str(exp / "final.mdl"), str(graph / "HCLG.fst"),
@@ -419,6 +427,40 @@ def test_decode_faster_mapped_program(tmp_path):
                          f"ark:{tmp_path}/loglikes.ark", f"ark:{tmp_path}/lat.x.gz"],
                         env=env, capture_output=True, text=True, timeout=120)
     assert r6.returncode == 1 and "num_pdfs:1: expected one integer" in r6.stderr
+
+
+def test_decoders_num_threads_give_the_same_outputs(tmp_path):
+    """--num-threads N (latgen-faster-parallel): N decoding processes, outputs identical to one's
+    and in input order; an error inside a worker is the usual one-line error."""
+    exp, graph, data, _ = _setup_loglikes(tmp_path)
+    outs = {}
+    for threads in ("1", "2", "3"):
+        r = subprocess.run(["pynnet-decode-faster-mapped", "--num-threads", threads, "--beam=13",
+                            str(exp / "final.mdl"), str(graph / "HCLG.fst"), f"ark:{tmp_path}/loglikes.ark",
+                            f"ark,t:{tmp_path}/lat.{threads}.txt", f"ark,t:{tmp_path}/words.{threads}.txt",
+                            f"ark,t:{tmp_path}/ali.{threads}.txt"], env=_env(), capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs[threads] = [(tmp_path / f"{w}.{threads}.txt").read_bytes() for w in ("lat", "words", "ali")]
+        r = subprocess.run(["pynnet-gmm-latgen-faster", "--num-threads", threads, "--beam=13", "--cmvn-opts",
+                            "--norm-means=false", "--delta-order", "0", str(exp / "final.mdl"),
+                            str(graph / "HCLG.fst"), str(data), f"ark,t:{tmp_path}/glat.{threads}.txt"],
+                           env=_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs[threads].append((tmp_path / f"glat.{threads}.txt").read_bytes())
+    assert outs["2"] == outs["1"] and outs["3"] == outs["1"]
+    keys = [ln.split()[0] for ln in outs["1"][1].decode().splitlines()]
+    assert keys == sorted(UTTS)
+    # a feature dimension the model does not take, found in a worker process: one line, no lattices
+    r = subprocess.run(["pynnet-gmm-latgen-faster", "--num-threads", "2", "--cmvn-opts", "--norm-means=false",
+                        "--delta-order", "2", str(exp / "final.mdl"), str(graph / "HCLG.fst"), str(data),
+                        f"ark,t:{tmp_path}/bad.txt"], env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "feature dimension" in r.stderr and not (tmp_path / "bad.txt").exists()
+    r = subprocess.run(["pynnet-decode-faster-mapped", "--num-threads", "0", str(exp / "final.mdl"),
+                        str(graph / "HCLG.fst"), f"ark:{tmp_path}/loglikes.ark", f"ark,t:{tmp_path}/bad.txt"],
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "--num-threads must be at least 1" in r.stderr
 
 
 def test_kaldi_text_lattice_roundtrip_and_bad_input(tmp_path):

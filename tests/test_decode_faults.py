@@ -127,3 +127,58 @@ def test_gmm_decode_without_text_decodes_and_does_not_score(gmm_setup, tmp_path)
     r = _decode("steps/decode.sh", "--stage", "1", str(graph), str(unlab), str(dec))
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"no {unlab}/text: lattices written to {dec}, not scoring" in r.stdout, r.stdout + r.stderr
+
+
+def test_dnn_decode_takes_kaldi_nnet1_options(dnn_setup, tmp_path):
+    """Kaldi's steps/nnet/decode.sh options: --srcdir (a decode dir outside the exp dir),
+    --class-frame-counts, --num-threads, --use-gpu, --max-mem/--parallel-opts (no effect here);
+    the lattices are those of the plain decode. Unsupported ones are refused in one line."""
+    root, data, exp = dnn_setup
+    plain = exp / "dec_plain"
+    r = _decode("steps/nnet/decode.sh", "--nj", "1", "--skip-scoring", "true", str(root / "graph"), data, str(plain))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the model's priors came from counts 1..12: the same counts as Kaldi's text vector
+    (tmp_path / "ali_train_pdf.counts").write_text("[ " + " ".join(str(i) for i in range(1, 13)) + " ]\n")
+    dec = tmp_path / "elsewhere" / "decode"
+    r = _decode("steps/nnet/decode.sh", "--nj", "1", "--skip-scoring", "true", "--srcdir", str(exp),
+                "--class-frame-counts", str(tmp_path / "ali_train_pdf.counts"), "--num-threads", "2",
+                "--use-gpu", "no", "--max-mem", "50000000", "--parallel-opts", "", str(root / "graph"), data,
+                str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (dec / "lat.1.gz").read_bytes() == (plain / "lat.1.gz").read_bytes()
+    log = (dec / "log" / "decode.1.log").read_text()
+    assert "--num-threads 2" in log and "--class-frame-counts" in log and "--use-gpu no" in log
+    # other priors change the pseudo-log-likelihoods, so the lattices
+    (tmp_path / "flat.counts").write_text("[ " + " ".join(["5"] * 12) + " ]\n")
+    r = _decode("steps/nnet/decode.sh", "--nj", "1", "--skip-scoring", "true", "--srcdir", str(exp),
+                "--class-frame-counts", str(tmp_path / "flat.counts"), str(root / "graph"), data,
+                str(tmp_path / "flat"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "flat" / "lat.1.gz").read_bytes() != (plain / "lat.1.gz").read_bytes()
+    for opts, msg in [(["--feature-transform", "x.feature_transform"], "--feature-transform x.feature_transform: "
+                        "a pynnet DNN holds its own feature transform"),
+                       (["--ivector", "ark:ivectors.ark"], "i-vector inputs are not supported"),
+                       (["--use-gpu", "maybe"], "--use-gpu must be yes, no, optional or wait, not 'maybe'"),
+                       (["--num-threads", "0"], "--num-threads must be a positive integer, not '0'"),
+                       (["--class-frame-counts", str(tmp_path / "none.counts")], "no such file")]:
+        r = _decode("steps/nnet/decode.sh", "--srcdir", str(exp), *opts, str(root / "graph"), data,
+                    str(tmp_path / "bad"))
+        assert r.returncode == 1 and msg in r.stderr and r.stderr.strip().count("\n") == 0, (opts, r.stderr)
+        assert not (tmp_path / "bad" / "lat.1.gz").exists()
+
+
+def test_gmm_decode_takes_kaldi_options(gmm_setup, tmp_path):
+    exp, graph, data = gmm_setup
+    plain, dec = exp / "dec_plain", exp / "dec_threads"
+    r = _decode("steps/decode.sh", "--nj", "1", "--skip-scoring", "true", str(graph), str(data), str(plain))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _decode("steps/decode.sh", "--nj", "1", "--skip-scoring", "true", "--num-threads", "2",
+                "--parallel-opts", "", "--decode-extra-opts", "--prune-interval 25", str(graph), str(data), str(dec))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (dec / "lat.1.gz").read_bytes() == (plain / "lat.1.gz").read_bytes()
+    r = _decode("steps/decode.sh", "--transform-dir", "exp/tri3_ali", str(graph), str(data), str(tmp_path / "d"))
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "steps/decode.sh: --transform-dir exp/tri3_ali: fMLLR (SAT) transforms are not supported"), r.stderr
+    r = _decode("steps/decode.sh", "--nj", "1", "--decode-extra-opts", "--no-such-option 1", str(graph), str(data),
+                str(exp / "dec_bad"))
+    assert r.returncode == 1 and "no-such-option" in r.stderr, r.stderr

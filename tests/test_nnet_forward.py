@@ -58,6 +58,46 @@ def test_forward_outputs(setup):
     assert np.allclose(_run(root, data, "--no-softmax", "--prior-subtract")[utt], logits - priors, atol=1e-4)
 
 
+def test_forward_kaldi_nnet1_options(setup, tmp_path, capsys):
+    """What Kaldi's steps/nnet/decode.sh passes to nnet-forward: --no-softmax=true --prior-scale=1.0
+    --class-frame-counts=ali_train_pdf.counts --use-gpu=no."""
+    root, data, m = setup
+    utt = sorted(FeatureReader(data, apply_cmvn=True, delta_order=1).scp)[0]
+    logits = _run(root, data, "--no-softmax")[utt]
+    counts = np.array([5, 0, 3, 9, 1, 1, 2, 7, 4, 4, 8, 6], float)   # pdf 1 unseen
+    (tmp_path / "ali_train_pdf.counts").write_text("[ " + " ".join(str(int(c)) for c in counts) + " ]\n")
+    got = _run(root, data, "--no-softmax=true", "--prior-scale=0.5", "--use-gpu=no",
+               f"--class-frame-counts={tmp_path}/ali_train_pdf.counts")[utt]
+    log_prior = np.log(np.where(counts > 0, counts, 1) / counts.sum())
+    seen = counts > 0
+    assert np.allclose(got[:, seen], logits[:, seen] - 0.5 * log_prior[seen], atol=1e-4)
+    assert np.all(got[:, ~seen] < -1e9)                 # an unseen pdf is disabled, as Kaldi's PdfPrior
+    # with our --prior-subtract: log-softmax minus the file's priors instead of the model's
+    logp = torch.log_softmax(torch.from_numpy(np.array(logits)), 1).numpy()
+    got = _run(root, data, "--prior-subtract", f"--class-frame-counts={tmp_path}/ali_train_pdf.counts")[utt]
+    assert np.allclose(got[:, seen], logp[:, seen] - log_prior[seen], atol=1e-4)
+    assert np.allclose(_run(root, data, "--apply-log=true", "--no-softmax=false")[utt], logp, atol=1e-5)
+    # bad input: one line each, nothing written
+    bad = [(["--class-frame-counts", f"{tmp_path}/short.counts"], "short.counts: 3 frame counts for a model with 12 pdfs"),
+           (["--class-frame-counts", f"{tmp_path}/junk.counts"], "junk.counts: expected '['"),
+           (["--class-frame-counts", f"{tmp_path}/none.counts"], "none.counts: no such file"),
+           (["--no-softmax=true", "--apply-log=true"], "--no-softmax and --apply-log together"),
+           (["--no-softmax=yes"], "expected true or false"),
+           (["--feature-transform", "final.feature_transform"], "holds its own feature transform"),
+           (["--use-gpu", "maybe"], "invalid choice: 'maybe'"),
+           (["--use-gpu", "no", "--device", "cpu"], "give --device or --use-gpu, not both")]
+    (tmp_path / "short.counts").write_text("[ 1 2 3 ]\n")
+    (tmp_path / "junk.counts").write_text("1 2 3\n")
+    capsys.readouterr()
+    for opts, msg in bad:
+        out = tmp_path / "x.ark"
+        rc = forward_main([*opts, "--utt2spk", f"{data}/utt2spk", "--cmvn-scp", f"{data}/cmvn.scp",
+                           str(root / "final.nnet"), f"scp:{data}/feats.scp", f"ark:{out}"])
+        err = capsys.readouterr().err
+        assert rc == 1 and msg in err and len(err.strip().splitlines()) == 1, (opts, err)
+        assert not out.exists()
+
+
 def test_forward_errors(setup, capsys):
     root, data, m = setup
     rc = forward_main([str(root / "final.nnet"), f"scp:{data}/feats.scp", f"ark:{root}/x.ark"])

@@ -41,6 +41,9 @@ def _decode_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-partial", type=_bool, default=True,
                    help="output the best partial path when no final state is reached (default true)")
     p.add_argument("--word-symbol-table", default="", help="words.txt, to log the words of each utterance")
+    p.add_argument("--num-threads", type=int_opt, default=1,
+                   help="utterances decoded at once, by as many processes (Kaldi's latgen-faster-parallel; "
+                        "default 1)")
 
 
 def _read_symbols(path: str) -> dict[int, str]:
@@ -101,12 +104,14 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
     """Shared latgen loop: decode each (utt, input), write outputs, log as Kaldi does."""
     from tqdm import tqdm
 
+    from pynnet.decode.decoder import decode_utterances
+
     syms = _read_symbols(a.word_symbol_table) if a.word_symbol_table else None
     n_ok = n_fail = n_partial = 0
     tot_like, tot_frames = 0.0, 0
     t0, c0 = time.time(), time.process_time()
     with _Outputs(a.lattice_wspecifier, a.words_wspecifier, a.alignments_wspecifier) as out:
-        for utt, res in tqdm(((u, decode_one(u, x)) for u, x in utterances), desc=prog_name(),
+        for utt, res in tqdm(decode_utterances(utterances, decode_one, a.num_threads), desc=prog_name(),
                              unit="utt", **progress_kwargs()):
             if not res.ok:
                 n_fail += 1
@@ -151,6 +156,8 @@ def _config(a):
     from pynnet.decode.decoder import DecodeConfig
     if a.beam <= 0 or a.lattice_beam <= 0 or a.acoustic_scale <= 0:
         fail("--beam, --lattice-beam and --acoustic-scale must be positive")
+    if a.num_threads < 1:
+        fail(f"--num-threads must be at least 1, not {a.num_threads}")
     return DecodeConfig(beam=a.beam, lattice_beam=a.lattice_beam, max_active=a.max_active,
                         min_active=a.min_active, prune_interval=a.prune_interval,
                         allow_partial=a.allow_partial)

@@ -8,10 +8,22 @@ import os
 import sys
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import float_opt, int_opt
+from pynnet.bin._opts import float_opt, int_opt, kaldi_bool
 from pynnet.bin._opts import parser as _parser
 from pynnet.io.errors import fail
 from pynnet.io.progress import progress_kwargs
+
+
+def _device_from_use_gpu(device: str, use_gpu: str) -> str:
+    """--device, or Kaldi's --use-gpu (yes/wait: cuda; optional: cuda where there is one; no: cpu)."""
+    import torch
+    if device and use_gpu:
+        fail("give --device or --use-gpu, not both")
+    if use_gpu in ("yes", "wait"):
+        return "cuda"
+    if use_gpu == "optional":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device or "cpu"
 
 
 def _check_device(device: str) -> None:
@@ -211,20 +223,48 @@ def forward_main(argv: list[str] | None = None) -> int:
     p.add_argument("model")
     p.add_argument("feats_rspecifier")
     p.add_argument("out_wspecifier")
-    p.add_argument("--no-softmax", action="store_true", help="output the pre-softmax activations")
-    p.add_argument("--apply-log", action="store_true", help="log of the softmax output")
+    p.add_argument("--no-softmax", nargs="?", const=True, default=False, type=kaldi_bool,
+                   help="output the pre-softmax activations (Kaldi's --no-softmax[=true])")
+    p.add_argument("--apply-log", nargs="?", const=True, default=False, type=kaldi_bool,
+                   help="log of the softmax output (Kaldi's --apply-log[=true])")
     p.add_argument("--prior-subtract", action="store_true",
-                   help="subtract the model's log priors (pseudo-log-likelihoods for decoding)")
+                   help="log-posteriors minus the model's log priors (pseudo-log-likelihoods for decoding)")
+    p.add_argument("--class-frame-counts", default="",
+                   help="Kaldi nnet1: subtract log priors from these frame counts per pdf (a text vector, "
+                        "e.g. the training dir's ali_train_pdf.counts) instead of the model's")
+    p.add_argument("--prior-scale", type=float_opt, default=1.0, help="scale of the subtracted log priors")
+    p.add_argument("--prior-floor", type=float_opt, default=1e-10,
+                   help="pdfs with a relative frequency below this are disabled (with --class-frame-counts)")
     p.add_argument("--utt2spk", default="", help="needed when the model was trained with per-speaker CMVN")
     p.add_argument("--cmvn-scp", default="", help="per-speaker CMVN stats (with --utt2spk)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="", help="cpu (default) or cuda[:N]")
+    p.add_argument("--use-gpu", default="", choices=["yes", "no", "optional", "wait"],
+                   help="Kaldi's form of --device: yes/wait = cuda, optional = cuda where there is one")
+    p.add_argument("--feature-transform", default="",
+                   help="(Kaldi nnet1) refused: a pynnet model holds its feature transform")
     a = p.parse_args(argv)
-    _check_device(a.device)
+    if a.feature_transform:
+        fail(f"--feature-transform {a.feature_transform}: a pynnet model holds its own feature transform "
+             "(Kaldi nnet1 feature transforms are not read)")
+    if a.no_softmax and a.apply_log:   # (Kaldi refuses it too)
+        fail("--no-softmax and --apply-log together: there is no softmax output to take the log of")
+    device = _device_from_use_gpu(a.device, a.use_gpu)
+    _check_device(device)
     from pynnet.nnet.train import set_threads
     set_threads()
     model = load_model(a.model)
     model.eval()
-    dev = torch.device(a.device)
+    if a.class_frame_counts:
+        from pynnet.hmm.model_io import read_vector_file
+        from pynnet.nnet.model import log_priors_from_counts
+        counts = read_vector_file(a.class_frame_counts)
+        if counts.size != model.arch["output_dim"]:
+            fail(f"{counts.size} frame counts for a model with {model.arch['output_dim']} pdfs",
+                 a.class_frame_counts)
+        model.log_priors.copy_(torch.as_tensor(log_priors_from_counts(counts, a.prior_floor),
+                                               dtype=torch.float32))
+    subtract = a.prior_subtract or bool(a.class_frame_counts)
+    dev = torch.device(device)
     model.to(dev)
     pipe = model.input_pipeline
     spk_of, cmvn_of, mean_cache = {}, {}, {}
@@ -260,10 +300,12 @@ def forward_main(argv: list[str] | None = None) -> int:
                 fail(f"utterance '{utt}': feature dim {m.shape[1]} != model input dim {in_dim}", a.feats_rspecifier)
             with torch.no_grad():
                 y = model.utterance_logits(torch.from_numpy(m).to(dev))
+                # (Kaldi's nnet-forward subtracts --class-frame-counts priors from whatever it outputs;
+                # decoding takes --no-softmax=true: logits and log-softmax differ by a per-frame constant)
                 if not a.no_softmax:
                     y = torch.log_softmax(y, 1) if (a.apply_log or a.prior_subtract) else torch.softmax(y, 1)
-                if a.prior_subtract:
-                    y = y - model.log_priors
+                if subtract:
+                    y = y - a.prior_scale * model.log_priors
             writer.write(utt, y.cpu().numpy())
             n += 1
         if n == 0:

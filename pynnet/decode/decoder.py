@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -229,5 +230,50 @@ def decode_gmm(hclg, trans_model, am_gmm, feats: np.ndarray, acoustic_scale: flo
                            utt=utt, tid2pdf_map=tid2pdf_map)
 
 
-__all__ = ["DecodeConfig", "DecodeResult", "GmmScorer", "decode_gmm", "decode_loglikes",
+_WORKER_DECODE = None   # the decode function forked worker processes call (set before the fork)
+
+
+def _decode_in_worker(utt: str, x: np.ndarray):
+    return _WORKER_DECODE(utt, x)
+
+
+def decode_utterances(items: Iterable[tuple[str, np.ndarray]], decode_one, num_workers: int = 1
+                      ) -> Iterator[tuple[str, "DecodeResult"]]:
+    """``(utt, decode_one(utt, x))`` for each ``(utt, x)``, in input order (Kaldi's
+    latgen-faster-parallel --num-threads).  With ``num_workers`` > 1 the utterances are decoded by
+    that many forked processes (kaldi-hmm-gmm holds the GIL, so threads would not run in
+    parallel); the graph and model are shared with them copy-on-write, and at most two
+    utterances per worker are in flight, so memory stays bounded for any input.  An error in a
+    worker (a PynnetError from ``decode_one``) is raised here."""
+    if num_workers <= 1:
+        for utt, x in items:
+            yield utt, decode_one(utt, x)
+        return
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    global _WORKER_DECODE
+    _WORKER_DECODE = decode_one
+    pool = ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"))
+    pending: deque = deque()
+    try:
+        for utt, x in items:
+            pending.append((utt, pool.submit(_decode_in_worker, utt, x)))
+            if len(pending) >= 2 * num_workers:
+                done, fut = pending.popleft()
+                yield done, fut.result()
+        while pending:
+            done, fut = pending.popleft()
+            yield done, fut.result()
+    except BrokenProcessPool:
+        fail(f"a decoding process died (killed, or out of memory?) at or after utterance "
+             f"'{pending[0][0] if pending else '?'}'")
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _WORKER_DECODE = None
+
+
+__all__ = ["DecodeConfig", "DecodeResult", "GmmScorer", "decode_gmm", "decode_loglikes", "decode_utterances",
            "read_hclg", "tid2pdf"]

@@ -34,9 +34,10 @@ class KaldiInput:
     """A cursor over a Kaldi object stream (binary or text); errors name the file and offset/line."""
 
     def __init__(self, data: bytes, path: str = "<memory>", pos: int | None = None,
-                 binary: bool | None = None):
+                 binary: bool | None = None, what: str = "a Kaldi model file"):
         self.data = data
         self.path = path
+        self.what = what
         if binary is None:
             binary = data[:2] == b"\0B"
             pos = 2 if binary else 0
@@ -50,7 +51,7 @@ class KaldiInput:
         return "line %d" % (self.data.count(b"\n", 0, self.pos) + 1)
 
     def error(self, msg: str) -> "NoReturn":  # noqa: F821
-        fail(f"{msg} (at {self._where()}; not a Kaldi model file, or truncated/corrupt?)", self.path)
+        fail(f"{msg} (at {self._where()}; not {self.what}, or truncated/corrupt?)", self.path)
 
     # -- primitives
     def _skip_ws(self) -> None:
@@ -684,6 +685,20 @@ def read_transition_model(path: str | os.PathLike):
     compile-train-graphs, mkgraph.sh and latgen-faster-mapped read of it."""
     data, path = _model_file_bytes(path)
     return _read_transition_model(KaldiInput(data, path))
+
+
+def read_vector_file(path: str | os.PathLike) -> np.ndarray:
+    """A file holding one Kaldi vector, text ``[ 1 2 3 ]`` or binary (e.g. analyze-counts'
+    ali_train_pdf.counts, which nnet1 decoding reads with --class-frame-counts)."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        fail("no such file", path)
+    with open(path, "rb") as f:
+        r = KaldiInput(f.read(), path, what="a Kaldi vector file")
+    v = r.float_vector()
+    if not r.eof():
+        r.error("more than one vector")
+    return v
 
 
 def model_to_bytes(trans_model, am_gmm, binary: bool = True) -> bytes:

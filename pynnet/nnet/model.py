@@ -322,15 +322,20 @@ class Dnn(nn.Module):
         return self.layers(self.transform(feats))
 
     def set_priors_from_counts(self, counts: np.ndarray, floor: float = 1e-10) -> None:
-        """log p(pdf) from alignment counts; unseen pdfs get +1e10 so their pseudo-log-likelihood
-        is hugely negative (Kaldi nnet1 PdfPrior does the same)."""
-        c = np.asarray(counts, dtype=np.float64)
-        p = c / max(c.sum(), 1.0)
-        lp = np.where(p > floor, np.log(np.maximum(p, floor)), 1e10)
-        self.log_priors.copy_(torch.as_tensor(lp, dtype=torch.float32))
+        """log p(pdf) from alignment counts (see :func:`log_priors_from_counts`)."""
+        self.log_priors.copy_(torch.as_tensor(log_priors_from_counts(counts, floor), dtype=torch.float32))
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def log_priors_from_counts(counts: np.ndarray, floor: float = 1e-10) -> np.ndarray:
+    """log p(pdf) from frame counts per pdf; pdfs whose relative frequency is below ``floor``
+    (unseen ones) get +1e10, so their pseudo-log-likelihood is hugely negative (Kaldi nnet1's
+    PdfPrior does the same, with sqrt(FLT_MAX))."""
+    c = np.asarray(counts, dtype=np.float64)
+    p = c / max(c.sum(), 1.0)
+    return np.where(p > floor, np.log(np.maximum(p, floor)), 1e10)
 
 
 # ---------------------------------------------------------------- model file

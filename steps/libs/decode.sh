@@ -5,6 +5,7 @@
 
 # decode_args "$@": the decoding scripts' arguments <graph-dir> <data-dir> <decode-dir> ->
 # graphdir data dir, and srcdir (the exp dir above <decode-dir>); else the usage and exit 1.
+# Also checks --num-threads (a positive integer).
 decode_args() {
   if [ $# -ne 3 ]; then
     printf "%s\n" "$help_message" >&2
@@ -14,6 +15,15 @@ decode_args() {
   data=$2
   dir=$3
   srcdir=$(dirname "$dir")
+  [[ ${num_threads:-1} =~ ^[1-9][0-9]*$ ]] || { echo "$0: --num-threads must be a positive integer, not '$num_threads'" >&2; exit 1; }
+}
+
+# decode_refuse <option> <value> <why>: a Kaldi option pynnet does not support: one line, exit 1,
+# when it is given a value.
+decode_refuse() {
+  [ -z "$2" ] && return 0
+  echo "$0: --$1 $2: $3" >&2
+  exit 1
 }
 
 # decode_setup: --nj must be a positive integer; the decode dir gets log/ and num_jobs, the data
@@ -45,7 +55,7 @@ decode_lat_wspec() {
 
 # decode_run_jobs <command...>: run the decoding command (which writes $dir/lat.JOB.gz.tmp, see
 # decode_lat_wspec, renamed to lat.JOB.gz when all jobs succeed; a "|" word pipes, as with $cmd)
-# as JOB=1:$nj with logs $dir/log/decode.JOB.log.
+# as JOB=1:$nj with logs $dir/log/decode.JOB.log, telling $cmd each job's $num_threads.
 # On failure no lattices are left and the one-line reason (steps/libs/jobs.sh's jobs_report) is,
 # from the first failed job's log, the lattice write failure if there was one (the pipe errors of
 # the programs follow from it), else its first ERROR line; exit 1.
@@ -54,7 +64,7 @@ decode_run_jobs() {
   rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir/scoring_kaldi/best_wer"
   # shellcheck disable=SC2086
   if ! jobs_report --what decoding --prefer "^ERROR (gzip): writing " \
-      $cmd JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
+      $cmd --num-threads "${num_threads:-1}" JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then
     rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp  # the gzip pipes leave partial lattices behind
     exit 1
   fi
