@@ -652,6 +652,57 @@ def test_get_utt2dur(tmp_path):
     assert r.returncode == 1 and f"ERROR (get_utt2dur.sh): {s}/segments:3: bad segment" in r.stderr
 
 
+def test_get_utt2dur_from_frames(tmp_path):
+    """Kaldi's other two sources: frame_shift + utt2num_frames, and (no wav.scp) the lengths of
+    feats.scp with --frame-shift or data/frame_shift: (frames + 1.5) x frame shift."""
+    import kaldiio
+    import numpy as np
+    d = make_dir(tmp_path / "d", spks=("a", "b"), per_spk=2, feats=False, extra=False)
+    frames = {"a-u1": 100, "a-u2": 37, "b-u1": 250, "b-u2": 8}
+    write(d / "utt2num_frames", [f"{u} {n}" for u, n in frames.items()])
+    write(d / "frame_shift", ["0.01"])
+    r = sh(UTILS / "data/get_utt2dur.sh", d, cwd=tmp_path)
+    assert r.returncode == 0 and "from " in r.stderr and "frame_shift,utt2num_frames" in r.stderr, r.stderr
+    got = {k: float(v) for k, v in (ln.split() for ln in read(d / "utt2dur"))}
+    assert got == pytest.approx({u: (n + 1.5) * 0.01 for u, n in frames.items()})
+    # no frame_shift file: wav.scp is read (here its recordings do not exist: the jobs fail)
+    (d / "utt2dur").unlink()
+    (d / "frame_shift").unlink()
+    r = sh(UTILS / "data/get_utt2dur.sh", "--nj", 1, d, cwd=tmp_path)
+    assert r.returncode == 1 and "get_durations.1.log" in r.stderr and not (d / "utt2dur").exists()
+    # no wav.scp either: the feature lengths, with --frame-shift
+    (d / "wav.scp").unlink()
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path}/f.ark,{d}/feats.scp") as w:
+        for u, n in frames.items():
+            w(u, np.zeros((n, 3), np.float32))
+    r = sh(UTILS / "data/get_utt2dur.sh", "--frame-shift", "0.03", d, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = {k: float(v) for k, v in (ln.split() for ln in read(d / "utt2dur"))}
+    assert got == pytest.approx({u: (n + 1.5) * 0.03 for u, n in frames.items()})
+    # data/frame_shift wins over the option (as in Kaldi); a bad one is one line naming it
+    (d / "utt2dur").unlink()
+    (d / "utt2num_frames").unlink()
+    write(d / "frame_shift", ["0.02"])
+    r = sh(UTILS / "data/get_utt2dur.sh", "--frame-shift", "0.03", d, cwd=tmp_path)
+    assert r.returncode == 0 and f"using frame_shift=0.02 from {d}/frame_shift" in r.stderr
+    assert float(read(d / "utt2dur")[0].split()[1]) == pytest.approx((100 + 1.5) * 0.02)
+    (d / "utt2dur").unlink()
+    write(d / "frame_shift", ["10ms"])
+    r = sh(UTILS / "data/get_utt2dur.sh", d, cwd=tmp_path)
+    assert r.returncode == 1 and f'ERROR (get_utt2dur.sh): {d}/frame_shift: bad frame shift "10ms"' in r.stderr
+    assert not (d / "utt2dur").exists() and not (d / "utt2dur.tmp").exists()
+    # fewer than half of the utterances with a duration: fails (Kaldi's rule), nothing written
+    (d / "frame_shift").unlink()
+    write(d / "utt2num_frames", ["a-u1 100"])
+    write(d / "frame_shift", ["0.01"])
+    r = sh(UTILS / "data/get_utt2dur.sh", d, cwd=tmp_path)
+    assert r.returncode == 1 and "less than half of the utterances got a duration" in r.stderr
+    assert not (d / "utt2dur").exists()
+    write(d / "utt2num_frames", ["a-u1 100", "a-u2 x"])
+    r = sh(UTILS / "data/get_utt2dur.sh", d, cwd=tmp_path)
+    assert r.returncode == 1 and f"{d}/utt2num_frames:2: expected <utt> <num-frames>: a-u2 x" in r.stderr
+
+
 def test_extra_files(tmp_path):
     d = make_dir(tmp_path / "d")
     write(d / "utt2foo", [f"{u} x" for u in keys(d / "utt2spk")][::-1])
