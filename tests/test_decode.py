@@ -671,6 +671,16 @@ def test_binary_state_level_lattice_written_by_openfst(tmp_path):
     assert all(x.to_kaldi_text("a") == text for _, x in got)
     lm, pen = [4.0, 12.0], [0.0, 1.5]
     assert best_paths(got[0][1], lm, pen) == best_paths(got[2][1], lm, pen)
+    # cut anywhere inside the FST: "truncated" naming the key; an arc to a state beyond the last
+    for cut in (3, 40, 90, len(data) - 5):
+        (tmp_path / "cut.ark").write_bytes(b"a " + data + b"b " + data[:cut])
+        with pytest.raises(PynnetError, match=r"cut.ark: binary lattice for 'b' is truncated"):
+            list(read_lattice_ark(str(tmp_path / "cut.ark")))
+    last_arc_dst = len(data) - 16 - 4            # (state 5: final weight + no arcs; state 4's last arc)
+    assert data[last_arc_dst:last_arc_dst + 4] == b"\x05\x00\x00\x00"
+    (tmp_path / "dst.ark").write_bytes(b"a " + data[:last_arc_dst] + b"\x06\x00\x00\x00" + data[last_arc_dst + 4:])
+    with pytest.raises(PynnetError, match="an arc to a state that does not exist"):
+        list(read_lattice_ark(str(tmp_path / "dst.ark")))
 
 
 def test_binary_lattice_bad_input(tmp_path):

@@ -383,30 +383,24 @@ def _read_binary_lattice(b: _Bytes, where: str) -> Lattice:
         fail("binary lattice with symbol tables (Kaldi writes none)", where)
     if not 0 <= num_states < _MAX_COUNT or (num_states and not 0 <= start < num_states):
         raise ValueError("bad FST header")
-    compact = arc_type == "compactlattice44"
+    if num_states == 0:                             # an empty lattice: no path
+        return Lattice(1, 0, *(np.zeros(0, np.int32),) * 4, *(np.zeros(0),) * 2,
+                       np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
+    if arc_type == "lattice4":
+        return _read_lattice4_states(b, num_states, start)
     src, dst, word, gc, ac, tids = [], [], [], [], [], []
     fs, fg, fa, ftids = [], [], [], []
-    parts = []                                      # lattice4: per-state arc records
     for s in range(num_states):
         g, a = b.unpack(_LAT_WEIGHT)
-        t = None
-        if compact:
-            (n,) = b.unpack(_I32)
-            if not 0 <= n < _MAX_COUNT:
-                raise ValueError("bad string length")
-            t = list(struct.unpack(f"<{n}i", b.take(4 * n)))
+        (n,) = b.unpack(_I32)
+        if not 0 <= n < _MAX_COUNT:
+            raise ValueError("bad string length")
+        t = list(struct.unpack(f"<{n}i", b.take(4 * n)))
         if g != np.inf:                             # Zero (inf, inf): not final
-            fs.append(s); fg.append(g); fa.append(a); ftids.append(t or [])
+            fs.append(s); fg.append(g); fa.append(a); ftids.append(t)
         (narcs,) = b.unpack(_I64)
         if not 0 <= narcs < _MAX_COUNT:
             raise ValueError("bad number of arcs")
-        if not compact:
-            if not b.need(narcs * _LAT_ARCS.itemsize):
-                raise EOFError
-            rec = np.frombuffer(b.buf, _LAT_ARCS, narcs, b.pos)
-            b.pos += narcs * _LAT_ARCS.itemsize
-            parts.append((s, rec))
-            continue
         for _ in range(narcs):
             i, o, g, a, n = b.unpack(_CLAT_ARC_HEAD)
             if not 0 <= n < _MAX_COUNT:
@@ -414,19 +408,43 @@ def _read_binary_lattice(b: _Bytes, where: str) -> Lattice:
             t = list(struct.unpack(f"<{n}i", b.take(4 * n)))
             (d,) = b.unpack(_I32)
             src.append(s); dst.append(d); word.append(o); gc.append(g); ac.append(a); tids.append(t)
-    if num_states == 0:                             # an empty lattice: no path
-        return Lattice(1, 0, *(np.zeros(0, np.int32),) * 4, *(np.zeros(0),) * 2,
-                       np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
-    rec = np.concatenate([r for _, r in parts]) if parts else np.zeros(0, _LAT_ARCS)
-    arcs_dst = np.asarray(dst, np.int64) if compact else rec["n"]
-    if arcs_dst.size and not 0 <= arcs_dst.min() <= arcs_dst.max() < num_states:
+    if dst and not 0 <= min(dst) <= max(dst) < num_states:
         raise ValueError("an arc to a state that does not exist")
-    if compact:
-        return _from_compact(num_states, start, src, dst, word, gc, ac, tids, fs, fg, fa, ftids)
-    owner = np.repeat([s for s, _ in parts], [len(r) for _, r in parts]).astype(np.int32)
-    return Lattice(num_states, start, owner, rec["n"].astype(np.int32), rec["i"].astype(np.int32),
-                   rec["o"].astype(np.int32), rec["g"].astype(np.float64), rec["a"].astype(np.float64),
-                   np.asarray(fs, np.int32), np.asarray(fg, np.float64), np.asarray(fa, np.float64))
+    return _from_compact(num_states, start, src, dst, word, gc, ac, tids, fs, fg, fa, ftids)
+
+
+def _read_lattice4_states(b: _Bytes, num_states: int, start: int) -> Lattice:
+    """The states of a binary Lattice (fixed-size records: final weight, arc count, arcs): one
+    pass over the states for their byte offsets, then all final weights and arcs gathered at once."""
+    offs_list, narcs_list = [], []      # (lists: a corrupt state count must not allocate first)
+    rel, read_count = 0, _I64.unpack_from
+    for _ in range(num_states):
+        if not b.need(rel + 16):
+            raise EOFError
+        n = read_count(b.buf, b.pos + rel + 8)[0]
+        if not 0 <= n < _MAX_COUNT:
+            raise ValueError("bad number of arcs")
+        offs_list.append(rel)
+        narcs_list.append(n)
+        rel += 16 + _LAT_ARCS.itemsize * n
+    if not b.need(rel):
+        raise EOFError
+    offs, narcs = np.array(offs_list, np.int64), np.array(narcs_list, np.int64)
+    raw = np.frombuffer(b.buf, np.uint8, rel, b.pos)
+    b.pos += rel
+    final = raw[offs[:, None] + np.arange(8)].copy().view("<f4")      # [S, 2]
+    size = _LAT_ARCS.itemsize
+    first = np.cumsum(narcs) - narcs
+    at = np.repeat(offs + 16 - size * first, narcs) + size * np.arange(int(narcs.sum()))
+    rec = raw[at[:, None] + np.arange(size)].copy().view(_LAT_ARCS)[:, 0]
+    if rec.size and not 0 <= rec["n"].min() <= rec["n"].max() < num_states:
+        raise ValueError("an arc to a state that does not exist")
+    is_final = final[:, 0] != np.inf                # Zero (inf, inf): not final
+    return Lattice(num_states, start, np.repeat(np.arange(num_states, dtype=np.int32), narcs),
+                   rec["n"].astype(np.int32), rec["i"].astype(np.int32), rec["o"].astype(np.int32),
+                   rec["g"].astype(np.float64), rec["a"].astype(np.float64),
+                   np.flatnonzero(is_final).astype(np.int32), final[is_final, 0].astype(np.float64),
+                   final[is_final, 1].astype(np.float64))
 
 
 def read_lattice_ark(spec: str) -> Iterator[tuple[str, Lattice]]:
