@@ -6,13 +6,13 @@ Files are written atomically (temp file renamed on success); a pipe's command mu
 """
 from __future__ import annotations
 
-import gzip
+import contextlib
 import os
 import subprocess
 import sys
 from typing import IO
 
-from pynnet.io.atomic import make_temp_file
+from pynnet.io.atomic import DeterministicGzip, atomic_path
 from pynnet.io.errors import fail
 
 
@@ -32,9 +32,8 @@ class TextArkWriter:
         self.wspec = wspec
         self.target = _target(wspec)
         self._proc: subprocess.Popen | None = None
-        self._tmp: str | None = None
         self._f: IO[bytes] | None = None
-        self._raw: IO[bytes] | None = None
+        self._stack: contextlib.ExitStack | None = None
 
     def __enter__(self) -> "TextArkWriter":
         t = self.target
@@ -47,10 +46,9 @@ class TextArkWriter:
             d = os.path.dirname(t) or "."
             if not os.path.isdir(d):
                 fail("output directory does not exist", d)
-            fd, self._tmp = make_temp_file(d, "." + os.path.basename(t) + ".")
-            self._raw = os.fdopen(fd, "wb")
-            # (no name or time stamp in the header: identical lattices, identical files)
-            self._f = gzip.GzipFile(filename="", fileobj=self._raw, mode="wb", mtime=0) if t.endswith(".gz") else self._raw
+            self._stack = contextlib.ExitStack()
+            tmp = self._stack.enter_context(atomic_path(t))
+            self._f = self._stack.enter_context(DeterministicGzip(tmp) if t.endswith(".gz") else open(tmp, "wb"))
         return self
 
     def write(self, text: str) -> None:
@@ -70,17 +68,11 @@ class TextArkWriter:
             if exc_type is None and rc != 0:
                 fail(f"output command failed with status {rc}", t)
             return False
-        try:
-            if self._f is not self._raw:
-                self._f.close()
-            self._raw.flush()
-            os.fsync(self._raw.fileno())
-            self._raw.close()
-            if exc_type is None:
-                os.replace(self._tmp, t)
-        finally:
-            if os.path.exists(self._tmp):
-                os.unlink(self._tmp)
+        if exc_type is None:
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        # closes the file; renames it onto the target, or removes it after an error
+        self._stack.__exit__(exc_type, exc, tb)
         return False
 
 
