@@ -130,11 +130,20 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--cv-data", default="", help="CV data dir (Kaldi nnet1's <data-cv>); all of <data> trains")
     p.add_argument("--cv-ali", default="", help="alignment dir of --cv-data (default: <ali-dir>)")
     p.add_argument("--dbn", default="", help="initialise the hidden layers from this DBN (final.dbn)")
+    p.add_argument("--feature-transform", default="",
+                   help="Kaldi nnet1 feature transform (<Splice> -N..N, <AddShift>, <Rescale>) to use instead "
+                        "of splicing + a global CMVN of the data; with --dbn it must be the DBN's")
     a = p.parse_args(argv)
     _check_device(a.device)
+    transform = None
+    if a.feature_transform:
+        from pynnet.nnet.kaldi_nnet1 import read_feature_transform
+        transform = read_feature_transform(a.feature_transform)
     # before any data is read (that can take minutes on a real corpus)
     from pynnet.nnet.optim import check_momentum
     dbn = _dbn_shape(a, shape) if a.dbn else None
+    if transform is not None and not a.dbn and a.splice is None:
+        shape["splice"] = transform.context   # (the transform splices; --splice must agree if given)
     for k, v in shape.items():
         if getattr(a, k) is None:
             setattr(a, k, v)
@@ -168,7 +177,9 @@ def train_main(argv: list[str] | None = None) -> int:
                                     "context": a.splice}   # (the DBN's, checked above)
     build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, **given_shape, pnorm_group=a.pnorm_group,
                     apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
-                    cv_percent=a.cv_percent, cv_data_dir=a.cv_data or None, cv_ali_dir=a.cv_ali or None, dbn_path=a.dbn or None, dbn=dbn, progress=not progress_kwargs()["disable"])
+                    cv_percent=a.cv_percent, cv_data_dir=a.cv_data or None, cv_ali_dir=a.cv_ali or None,
+                    dbn_path=a.dbn or None, dbn=dbn, feature_transform=transform,
+                    feature_transform_path=a.feature_transform, progress=not progress_kwargs()["disable"])
     return 0
 
 

@@ -10,7 +10,8 @@ effective rate starts near 5 lr. Gaussian-Bernoulli layers get nnet1's anti-weig
 protection (reconstruction std > 2 x the data's: weights and biases scaled down, step x 0.9 until
 the next ramp step, momentum reset, update skipped).
 
-Files: ``<dir>/<n>.rbm`` after layer n (a rerun skips finished layers), ``<dir>/final.dbn``
+Files: ``<dir>/<n>.rbm`` after layer n (a rerun skips finished layers), ``<dir>/final.feature_transform``
+(the input transform in Kaldi nnet1's text form), ``<dir>/final.dbn``
 (feature transform + all layers), ``<dir>/log/rbm.json`` (reconstruction error per epoch),
 ``<dir>/pretrain_opts.json`` (the options and data the layers were trained with: a rerun with
 others fails rather than stacking new layers on old ones; the depth is not among them, so a
@@ -386,6 +387,9 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
            "transform": transform.state_dict(), "layers": [r.to_dict() for r in rbms]}
     final = os.path.join(out_dir, "final.dbn")
     save_atomic(dbn, final)
+    # the input transform also in Kaldi nnet1's form, where Kaldi's recipes look for it
+    from pynnet.nnet.kaldi_nnet1 import write_feature_transform
+    write_feature_transform(os.path.join(out_dir, "final.feature_transform"), transform)
     log(f"wrote {final}: {nn_depth} layers of {hid_dim} units on {transform.output_dim} inputs")
     return final
 

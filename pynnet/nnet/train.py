@@ -28,7 +28,7 @@ from pynnet.io.atomic import atomic_path, atomic_write
 from pynnet.io.errors import fail
 from pynnet.io.progress import progress_kwargs
 from pynnet.nnet.data import ChunkLoader, FrameSet, log, plan_chunks
-from pynnet.nnet.model import Dnn, model_from_dict, save_atomic, save_model
+from pynnet.nnet.model import Dnn, FeatureTransform, model_from_dict, save_atomic, save_model
 from pynnet.nnet.optim import Optimizer, make_optimizer
 
 
@@ -119,12 +119,16 @@ def data_fingerprint(tr: FrameSet, cv: FrameSet, cv_percent: float | None) -> di
             "num_cv_utts": len(cv.utts), "cv_utts_sha1": utts_sha1(cv.utts), "targets_sha1": h.hexdigest()}
 
 
-def init_fingerprint(dbn: dict | None) -> str:
+def init_fingerprint(dbn: dict | None, feature_transform: "FeatureTransform | None" = None) -> str:
     """What a run's model starts from (kept with its checkpoint and nnet.init): a rerun with
-    another --dbn, or without one, must not resume it."""
-    if dbn is None:
+    another --dbn (or --feature-transform), or without one, must not resume it."""
+    if dbn is None and feature_transform is None:
         return "random initialisation"
     h = hashlib.sha1()
+    if dbn is None:
+        for t in (feature_transform.shift, feature_transform.scale):
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+        return f"random initialisation with the feature transform sha1 {h.hexdigest()[:12]}"
     for part in [*dbn["layers"], dbn["transform"]]:
         for k in sorted(part):
             if isinstance(part[k], torch.Tensor):
@@ -489,6 +493,7 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
                     pnorm_group: int = 10, apply_cmvn: bool = False, delta_order: int = 0,
                     cv_percent: float = 10.0, cv_data_dir: str | None = None, cv_ali_dir: str | None = None,
                     dbn_path: str | None = None, dbn: dict | None = None,
+                    feature_transform: FeatureTransform | None = None, feature_transform_path: str = "",
                     progress: bool = True,
                     targets: tuple[dict, int] | None = None, sync: Synchronizer | None = None) -> dict:
     """steps/nnet/train.sh in one call: frame sets, initial model (random or DBN; global CMVN and
@@ -496,7 +501,10 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     Rerunning after an interruption resumes from ``exp_dir/checkpoint.pt``. CV: ``cv_percent`` % of
     the utterances held out, or ``cv_data_dir`` (aligned in ``cv_ali_dir``; load_frame_sets). The model's shape
     (``hidden_dims``, ``activation``, ``context``): with a DBN the DBN's (given values must agree),
-    else the given ones or DEFAULT_SHAPE's."""
+    else the given ones or DEFAULT_SHAPE's. ``feature_transform`` (Kaldi nnet1's --feature-transform,
+    read from ``feature_transform_path``): the input transform instead of splicing + a global CMVN
+    of the data; with a DBN it must be the DBN's. The model's transform is also written as
+    ``exp_dir/final.feature_transform`` (nnet1 text, as Kaldi's train.sh leaves it)."""
     from pynnet.io.tables import write_table
     from pynnet.nnet.data import global_cmvn, load_frame_sets, pdf_counts
     from pynnet.nnet.model import load_model_file
@@ -522,9 +530,22 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
             if v is not None and (list(v) if k == "hidden_dims" else v) != shape[k]:
                 fail(f"{k} {v}: the DBN has {shape[k]}", dbn_path)
     else:
+        if feature_transform is not None and given["context"] is None:
+            given["context"] = feature_transform.context
         shape = {k: DEFAULT_SHAPE[k] if v is None else v for k, v in given.items()}
     hidden_dims, activation, context = list(shape["hidden_dims"]), shape["activation"], shape["context"]
-    init_id = init_fingerprint(dbn)
+    if feature_transform is not None:
+        if dbn is not None:
+            from pynnet.nnet.kaldi_nnet1 import same_transform
+            dbn_transform = FeatureTransform(dbn["input_dim"], dbn["context"])
+            dbn_transform.load_state_dict(dbn["transform"])
+            if not same_transform(feature_transform, dbn_transform):
+                fail(f"is not the feature transform of the DBN {dbn_path} (pynnet's DBN holds its own: "
+                     "leave --feature-transform out, or give the DBN dir's final.feature_transform)",
+                     feature_transform_path)
+        elif feature_transform.context != context:
+            fail(f"splices +-{feature_transform.context} frames, --splice says {context}", feature_transform_path)
+    init_id = init_fingerprint(dbn, None if dbn is not None else feature_transform)
     if obj is not None:
         check_same_init((obj.get("data") or {}).get("init"), init_id, dbn_path, ckpt)
     tr, cv, num_pdfs = load_frame_sets(data_dir, ali_dir, apply_cmvn=apply_cmvn, delta_order=delta_order,
@@ -559,8 +580,14 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
         else:
             model = Dnn(in_dim, hidden_dims, num_pdfs, activation, context, pnorm_group, pipeline)
             model.init_random(cfg.seed)
-            mean, std = global_cmvn(tr, progress=progress)
-            model.transform.set_global_cmvn(mean, std)
+            if feature_transform is None:
+                mean, std = global_cmvn(tr, progress=progress)
+                model.transform.set_global_cmvn(mean, std)
+            elif feature_transform.input_dim != in_dim:
+                fail(f"takes {feature_transform.input_dim}-dim features, the data has {in_dim}",
+                     feature_transform_path)
+            else:
+                model.transform.load_state_dict(feature_transform.state_dict())
         counts = pdf_counts([tr, cv], num_pdfs)
         model.set_priors_from_counts(counts)
         # Kaldi nnet1's prior file (analyze-counts output: a text vector)
@@ -571,6 +598,8 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
             f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
     if model.arch["output_dim"] != num_pdfs:
         fail(f"model has {model.arch['output_dim']} outputs but the alignments have {num_pdfs} pdfs", init_path)
+    from pynnet.nnet.kaldi_nnet1 import write_feature_transform
+    write_feature_transform(os.path.join(exp_dir, "final.feature_transform"), model.transform)
     trainer = Trainer(exp_dir, model, tr, cv, cfg, sync, progress, data_id, checkpoint=obj)
     del obj   # the trainer holds it until the resume, not the whole training
     return trainer.train()
@@ -589,8 +618,9 @@ def _check_same_model(model: Dnn, path: str, dbn_path, hidden_dims, activation, 
         fail("was made for another model (" + "; ".join(diff) + "); remove the exp dir to start over", path)
 
 
-# the model's shape without a DBN unless given (steps/nnet/train.sh's defaults)
-DEFAULT_SHAPE = {"hidden_dims": [2048] * 6, "activation": "sigmoid", "context": 5}
+# the model's shape without a DBN unless given (Kaldi nnet1 steps/nnet/train.sh's defaults:
+# --hid-layers 4 --hid-dim 1024 --splice 5; a DBN is 6 x 2048 by pretrain_dbn.sh's)
+DEFAULT_SHAPE = {"hidden_dims": [1024] * 4, "activation": "sigmoid", "context": 5}
 
 
 def dbn_shape(dbn: dict) -> dict:

@@ -35,6 +35,23 @@ checkpoint_every=1000
 seed=777
 num_threads=1       # torch threads of the training process (exact resume needs the same number)
 device=cpu           # cpu | cuda
+# Kaldi nnet1's options
+hid_layers=          # = --nn-depth (with --dbn: hidden layers on top of the DBN's; only 0)
+feature_transform=   # nnet1 feature transform (Splice, AddShift, Rescale), e.g. <dbn-dir>/final.feature_transform;
+                     # its dir's cmvn_opts/delta_opts apply (as in Kaldi)
+cmvn_opts=           # apply-cmvn options: given, per-speaker mean normalisation (sets --apply-cmvn)
+delta_opts=          # add-deltas options: given, deltas (--delta-order=N, default 2)
+network_type=dnn     # (dnn only)
+feat_type=plain      # (plain only)
+feats_std=1.0        # (1.0 only)
+copy_feats=true      # (ignored: features are read where they are)
+copy_feats_tmproot=
+copy_feats_compress=true
+skip_cuda_check=false      # (ignored)
+skip_phoneset_check=false  # (ignored)
+nnet_init=; nnet_proto=; proto_opts=; bn_dim=; labels=; num_tgt=; ivector=; online_cmvn_opts=
+scheduler_opts=; train_tool=; train_tool_opts=; frame_weights=; utt_weights=; split_feats=
+feature_transform_proto=; transf=   # (all refused when given)
 # End configuration section.
 
 help_message="Usage: $0 [options] <data> <lang> <ali-dir> <exp-dir>
@@ -42,8 +59,10 @@ help_message="Usage: $0 [options] <data> <lang> <ali-dir> <exp-dir>
  e.g.: $0 --dbn exp/dbn/final.dbn data-fbank/train data/lang exp/tri2_ali exp/dnn
 Options:
   --dbn <file>                 # DBN to initialise the hidden layers (it decides the options below)
-  --nn-depth <n>               # hidden layers (default 6)
-  --hid-dim <n>                # hidden units (default 2048)
+  --nn-depth <n>               # hidden layers (default 4; Kaldi's --hid-layers)
+  --hid-dim <n>                # hidden units (default 1024)
+  --feature-transform <file>   # Kaldi nnet1 input transform (default: splice + global CMVN of <data>)
+  --cmvn-opts <opts>  --delta-opts <opts>   # Kaldi nnet1's form of --apply-cmvn, --delta-order
   --activation <sigmoid|relu|pnorm>  (default sigmoid)
   --splice <n>                 # frames of context each side (default 5)
   --optimizer <ngsgd|sgd|adagrad>  (default $optimizer)
@@ -58,6 +77,30 @@ Options:
 
 . ./path.sh 2>/dev/null || true
 . utils/parse_options.sh || exit 1
+. steps/libs/nnet1_opts.sh
+if [ -n "$feature_transform" ]; then   # (Kaldi: the transform's input pipeline comes with it)
+  [ -f "$feature_transform" ] || { echo "$0: no such file $feature_transform" >&2; exit 1; }
+  d=$(dirname "$feature_transform")
+  [ -f "$d/cmvn_opts" ] && cmvn_opts=$(cat "$d/cmvn_opts")
+  [ -f "$d/delta_opts" ] && delta_opts=$(cat "$d/delta_opts")
+fi
+nnet1_feature_opts
+if [ -n "$hid_layers" ]; then
+  if [ -n "$dbn" ]; then
+    [ "$hid_layers" = 0 ] || nnet1_refuse hid-layers "$hid_layers" "with --dbn only 0 (no hidden layers added on top of the DBN's)"
+  elif [ -n "$nn_depth" ] && [ "$nn_depth" != "$hid_layers" ]; then
+    nnet1_refuse hid-layers "$hid_layers" "--nn-depth says $nn_depth"
+  else
+    nn_depth=$hid_layers
+  fi
+fi
+[ "$network_type" = dnn ] || nnet1_refuse network-type "$network_type" "only dnn (feed-forward)"
+[ "$feat_type" = plain ] || nnet1_refuse feat-type "$feat_type" "only plain"
+[ "$feats_std" = 1.0 ] || [ "$feats_std" = 1 ] || nnet1_refuse feats-std "$feats_std" "only 1.0"
+for o in nnet_init nnet_proto proto_opts bn_dim labels num_tgt ivector online_cmvn_opts scheduler_opts \
+    train_tool train_tool_opts frame_weights utt_weights split_feats feature_transform_proto transf; do
+  nnet1_refuse "${o//_/-}" "${!o}" "not supported by pynnet's steps/nnet/train.sh"
+done
 case "$num_threads" in ''|*[!0-9]*|0) echo "$0: --num-threads must be a positive integer" >&2; exit 1 ;; esac
 export OMP_NUM_THREADS=$num_threads
 
@@ -82,6 +125,7 @@ done
 [ -z "$dbn" ] || [ -f "$dbn" ] || { echo "$0: no such file $dbn" >&2; exit 1; }
 
 mkdir -p "$dir/log"
+nnet1_write_feature_opts "$dir"
 cp "$alidir/final.mdl" "$dir/final.mdl"
 [ -f "$alidir/tree" ] && cp "$alidir/tree" "$dir/tree"
 [ -f "$lang/phones.txt" ] && cp "$lang/phones.txt" "$dir/phones.txt"
@@ -94,6 +138,7 @@ opts=(--optimizer "$optimizer"
       --delta-order "$delta_order" "${cv_opts[@]}" --buffer-frames "$buffer_frames"
       --checkpoint-every "$checkpoint_every" --seed "$seed" --device "$device")
 [ -n "$dbn" ] && opts+=(--dbn "$dbn")
+[ -n "$feature_transform" ] && opts+=(--feature-transform "$feature_transform")
 # the model's shape: only what was given (with --dbn the DBN's, which a given value must match)
 [ -n "$nn_depth" ] && opts+=(--nn-depth "$nn_depth")
 [ -n "$hid_dim" ] && opts+=(--hid-dim "$hid_dim")
