@@ -7,7 +7,9 @@ export PATH=$__top/tools/venv/bin:$PATH LC_ALL=C
 utt_extra_files=
 spk_extra_files=
 help_message="Usage: $0 [--utt-extra-files 'f1 f2'] [--spk-extra-files 'f3'] <data-dir>
- The extra files (keyed by utterance / speaker) are filtered like the standard ones.
+ The extra files (keyed by utterance / speaker) are filtered like the standard ones; optional
+ standard names (utt2uniq, utt2dur, utt2num_frames, utt2lang, vad.scp, cmvn.scp, spk2gender, ...)
+ are accepted there too, as in Kaldi, and filtered as standard files.
 e.g.: $0 data/train"
 . "$__top/utils/parse_options.sh" || exit 1
 if [ $# -ne 1 ]; then echo "$help_message" >&2; exit 1; fi

@@ -78,6 +78,13 @@ def read_dict_dir(dict_dir: str, position_dependent: bool = True) -> DictDir:
     if not os.path.isdir(dict_dir):
         fail("no such dict directory", dict_dir)
     j = lambda name: os.path.join(dict_dir, name)  # noqa: E731
+    # Kaldi builds a lexicon FST with pronunciation-dependent silence probabilities from these
+    # (steps/get_prons.sh + utils/dict_dir_add_pronprobs.sh); we do not, and must not silently
+    # build the plain L.fst instead
+    for name in ("lexiconp_silprob.txt", "silprob.txt"):
+        if os.path.exists(j(name)):
+            fail("pronunciation-dependent silence probabilities (Kaldi's dict_dir_add_pronprobs.sh) "
+                 "are not supported", j(name))
     sil = _read_phone_lines(j("silence_phones.txt"))
     nonsil = _read_phone_lines(j("nonsilence_phones.txt"))
     seen: dict[str, str] = {}

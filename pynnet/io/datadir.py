@@ -407,9 +407,8 @@ def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "
         f = os.path.join(path, name)
         if os.path.exists(f):
             tables[name], lines[name] = _read_file(f, name, strict, prog)
-    for name, kind in (extra or {}).items():
-        if name in FILES or "/" in name or kind not in (UTT, SPK):
-            fail(f"cannot use '{name}' as an extra {kind}-keyed file")
+    extra = _extra_tables(extra)
+    for name, kind in extra.items():
         f = os.path.join(path, name)
         if os.path.exists(f):
             tables[name], lines[name] = _read_file(f, name, strict, prog, FileSpec(kind, 1))
@@ -426,7 +425,39 @@ def load_data_dir(path: str | os.PathLike, *, strict: bool = True, prog: str = "
         if os.path.isfile(f):
             with open(f, "rb") as fh:
                 plain[name] = fh.read()
-    return DataDir(path, tables, lines, plain, extra or {})
+    return DataDir(path, tables, lines, plain, extra)
+
+
+# Optional standard tables that Kaldi's scripts also take as extra files (recipes pass
+# `combine_data.sh --extra-files utt2uniq` or "utt2num_frames", and Kaldi's fix_data_dir.sh
+# filters its own list and then the extras, so naming one twice is harmless): named as an extra
+# of the kind they are keyed by, they are dropped from the extras and handled as standard tables.
+# The defining tables (utt2spk, spk2utt, text, feats.scp, wav.scp, segments) and the recording
+# tables are still refused as extras.
+OPTIONAL_STANDARD = {n: FILES[n].keyed_by for n in ("utt2lang", "utt2uniq", "utt2dur", "utt2num_frames",
+                                                      "utt2warp", "vad.scp", "cmvn.scp", "spk2gender",
+                                                      "spk2warp")}
+_KIND_WORDS = {UTT: "utterance", SPK: "speaker", RECO: "recording"}
+
+
+def _extra_tables(extra: dict[str, str] | None) -> dict[str, str]:
+    """The user-named extra tables {name: UTT or SPK} to carry besides the standard ones: names
+    of optional standard tables of the same kind are dropped (see OPTIONAL_STANDARD); any other
+    standard name, a path, or a standard table named with the wrong kind is an error."""
+    out: dict[str, str] = {}
+    for name, kind in (extra or {}).items():
+        if "/" in name or kind not in (UTT, SPK):
+            fail(f"cannot use '{name}' as an extra {kind}-keyed file")
+        if name in FILES:
+            if OPTIONAL_STANDARD.get(name) == kind:
+                continue
+            if FILES[name].keyed_by != kind:
+                fail(f"cannot use '{name}' as an extra {kind}-keyed file: it is a standard file keyed by "
+                     f"{_KIND_WORDS[FILES[name].keyed_by]}")
+            fail(f"cannot use '{name}' as an extra {kind}-keyed file: it is one of the defining files of a "
+                 f"data dir, always handled (leave it out)")
+        out[name] = kind
+    return out
 
 
 def read_data_file(data_dir: str | os.PathLike, name: str, *, required: bool = True,
@@ -700,7 +731,7 @@ def fix_data_dir(path: str | os.PathLike, utt_extra_files: Iterable[str] = (),
     fixed, notes = fix(dd)
     backup = os.path.join(path, ".backup")
     os.makedirs(backup, exist_ok=True)
-    for name in list(FILES) + list(extra):
+    for name in list(FILES) + list(dd.extra_kinds):
         src = os.path.join(path, name)
         if os.path.isfile(src):
             shutil.copy2(src, os.path.join(backup, name))
@@ -1019,8 +1050,10 @@ def split_data_dir(path: str | os.PathLike, n: int, per_utt: bool = False, force
 
 def combine(dirs: list[DataDir], dest: str, prog: str = "combine_data") -> tuple[DataDir, list[str]]:
     """Union of data dirs (Kaldi combine_data.sh).  A table is kept only if every source has it,
-    except segments: sources without one get whole-recording segments from utt2dur.  An
-    utterance in two sources is an error."""
+    except segments and utt2uniq: sources without segments get whole-recording segments from
+    utt2dur, and when some source has utt2uniq, those without it get the identity map (each
+    utterance its own original, as Kaldi's `awk '{print $1, $1}' utt2spk`).  An utterance in two
+    sources is an error."""
     notes: list[str] = []
     if not dirs:
         fail("nothing to combine")
@@ -1030,11 +1063,20 @@ def combine(dirs: list[DataDir], dest: str, prog: str = "combine_data") -> tuple
             if not d.has("segments"):
                 if not d.has("utt2dur"):
                     fail("has no segments file and no utt2dur to make one from (run utils/data/get_utt2dur.sh)", d.path)
-                d = DataDir(d.path, dict(d.tables), d.lines, d.plain)
+                d = DataDir(d.path, dict(d.tables), d.lines, d.plain, d.extra_kinds)
                 d.tables["segments"] = {u: f"{u} 0 {v}" for u, v in d.tables["utt2dur"].items()}
                 notes.append(f"made segments for {d.path} from its utt2dur")
             with_seg.append(d)
         dirs = with_seg
+    if any(d.has("utt2uniq") for d in dirs):
+        with_uniq = []
+        for d in dirs:
+            if not d.has("utt2uniq"):
+                d = DataDir(d.path, dict(d.tables), d.lines, d.plain, d.extra_kinds)
+                d.tables["utt2uniq"] = {u: u for u in d.utt2spk}
+                notes.append(f"made utt2uniq for {d.path}: each of its utterances is its own original")
+            with_uniq.append(d)
+        dirs = with_uniq
     extra_kinds = {k: v for d in dirs for k, v in d.extra_kinds.items()}
     names = [n for n in list(FILES) + list(extra_kinds) if n != "spk2utt" and any(d.has(n) for d in dirs)]
     tables: dict[str, dict[str, str]] = {}
