@@ -703,6 +703,19 @@ def test_get_utt2dur_from_frames(tmp_path):
     assert r.returncode == 1 and f"{d}/utt2num_frames:2: expected <utt> <num-frames>: a-u2 x" in r.stderr
 
 
+def test_fix_drops_utterances_without_a_duration(tmp_path):
+    # Kaldi's fix_data_dir.sh keeps only utterances with utt2dur and utt2num_frames entries (> 0:
+    # ours refuses a non-positive one when it reads the dir)
+    d = make_dir(tmp_path / "d")
+    _corrupt(d, "utt2dur", lambda L: [ln for ln in L if not ln.startswith("spkA-u2")])
+    _corrupt(d, "utt2num_frames", lambda L: [ln for ln in L if not ln.startswith("spkB-u1")])
+    r = sh(UTILS / "fix_data_dir.sh", d, real=True)
+    assert r.returncode == 0, r.stderr
+    assert "spkA-u2" not in keys(d / "utt2spk") and "spkB-u1" not in keys(d / "utt2spk")
+    assert len(keys(d / "utt2spk")) == 7 and keys(d / "text") == keys(d / "utt2spk")
+    assert keys(d / "utt2dur") == keys(d / "utt2spk")
+
+
 def test_extra_files(tmp_path):
     d = make_dir(tmp_path / "d")
     write(d / "utt2foo", [f"{u} x" for u in keys(d / "utt2spk")][::-1])

@@ -666,7 +666,8 @@ def _write_sorted(path: str, table: dict[str, str]) -> None:
 
 def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
     """Kaldi's fix_data_dir.sh in memory: keep the utterances present in utt2spk, text,
-    feats.scp, segments (or wav.scp without segments) and utt2lang; keep speakers that have
+    feats.scp, segments (or wav.scp without segments) and utt2lang, and with a positive value in
+    utt2dur and utt2num_frames where those exist; keep speakers that have
     utterances (and cmvn/spk2gender entries, when those files exist); keep recordings that have
     segments and audio.  Returns the fixed dir and notes for the user."""
     notes: list[str] = []
@@ -684,6 +685,9 @@ def fix(dd: DataDir, prog: str = "fix_data_dir") -> tuple[DataDir, list[str]]:
     for name in _INTERSECT_UTT:
         if name in t:
             utts &= set(t[name])
+    for name in ("utt2dur", "utt2num_frames"):   # (Kaldi: those with a duration or length > 0)
+        if name in t:
+            utts &= {u for u, v in t[name].items() if (ascii_float(split_fields(v)[0] if v else "") or 0.0) > 0.0}
     if seg is None:
         if "wav.scp" in t:
             utts &= set(t["wav.scp"])
