@@ -195,6 +195,125 @@ def test_best_wer_sh_matches_python(tmp_path):
     assert r.stdout.strip() == f"%WER 10.00 [ 1 / 10, 0 ins, 0 del, 1 sub ] {tmp_path}/wer_1"
 
 
+# Kaldi's utils/best_wer.sh also ranks sclite rows (grep Sum .../score_*/*.sys); the expected
+# outputs are what Kaldi's script prints for the same input (checked against it).
+SYS = "exp/tri4/decode_eval2000/score_{}_0.0/eval2000.ctm.filt.sys"
+BEST_WER_CASES = [
+    # sclite Sum/Avg rows: ranked by Err; "|4459" squeezed against a bar is read as "| 4459"
+    ([f"{SYS.format(15)}:| Sum/Avg| 4459  42989 | 77.6   15.5    6.9    3.2   25.6   63.4 |",
+      f"{SYS.format(14)}:| Sum/Avg| 4459  42989 | 77.4   15.6    7.0    3.1   25.7   63.4 |",
+      f"{SYS.format(16)}:| Sum/Avg|4459  42989|77.6   15.5    6.9    3.2   25.5   63.4 |",
+      f"{SYS.format(17)}:| Sum/Avg| 4459  42989 | 77.6   15.5    6.9    3.2   25.5   63.4 |"],
+     f"%WER 25.5 | 4459 42989 | 77.6 15.5 6.9 3.2 25.5 63.4 | {SYS.format(16)}"),
+    # compute-wer and sclite lines mixed: one scale
+    (["exp/x/wer_10_0.0:%WER 9.00 [ 9 / 100, 1 ins, 2 del, 6 sub ]",
+      "exp/x/score_10/t.sys:| Sum/Avg | 4043 80101 | 89.9 7.8 2.3 1.8 8.9 71.0 |"],
+     "%WER 8.9 | 4043 80101 | 89.9 7.8 2.3 1.8 8.9 71.0 | exp/x/score_10/t.sys"),
+    # rows of a single .sys file (no file name): Kaldi leaves a bar and a space at the end
+    (["| Sum/Avg | 4043 80101 | 89.9 7.8 2.3 1.8 11.9 71.0 |",
+      "| Sum/Avg | 4043 80101 | 89.9 7.8 2.3 1.8 11.8 71.0 |"],
+     "%WER 11.8 | 4043 80101 | 89.9 7.8 2.3 1.8 11.8 71.0 | | "),
+    # a speaker or Mean row is ranked by its Err too, but Kaldi's script then prints its 9th field
+    (["exp/a/score_10/x.sys:| sw_4390-A |   62    553 | 80.1   14.8    5.1    2.9   22.8   59.7 |",
+      "exp/a/score_10/x.sys:| sw_4391-B |   60    500 | 80.1   14.8    5.1    2.9   20.8   59.7 |"],
+     "%WER 5.1 exp/a/score_10/x.sys:| sw_4391-B | 60 500 | 80.1 14.8 5.1 2.9 20.8 59.7 |"),
+    # best_wer.sh's own output lines (RESULTS files) again; a line without a file keeps a space
+    (["%WER 25.6 | 4459 42989 | 77.6 15.5 6.9 3.2 25.6 63.4 | " + SYS.format(15),
+      "%WER 20.1 [ 1 / 8, 0 ins, 0 del, 1 sub ]"],
+     "%WER 20.1 [ 1 / 8, 0 ins, 0 del, 1 sub ] "),
+    # %CER and %SER lines are not %WER lines (Kaldi's ignores %CER, garbles %SER); inf ranks last
+    (["exp/d/cer_8_0.0:%CER 1.00 [ 1 / 100, 0 ins, 0 del, 1 sub ]",
+      "exp/d/wer_8_0.0:%SER 1.00 [ 1 / 100 ]",
+      "exp/d/wer_9_0.0:%WER inf [ 2 / 0, 2 ins, 0 del, 0 sub ]",
+      "exp/d/wer_7_0.0:%WER 50.00 [ 1 / 2, 0 ins, 0 del, 1 sub ]\t extra  spaces\t"],
+     "%WER 50.00 [ 1 / 2, 0 ins, 0 del, 1 sub ] extra spaces exp/d/wer_7_0.0"),
+]
+
+
+@pytest.mark.parametrize("lines,expected", BEST_WER_CASES)
+def test_best_wer_sclite_rows_as_kaldi(lines, expected):
+    assert best_wer(lines) == expected
+    r = subprocess.run([os.path.join(ROOT, "utils", "best_wer.sh")], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == expected + "\n", r.stderr
+
+
+def test_best_wer_sh_grep_sum_over_sys_files(tmp_path):
+    """Kaldi's usage: grep Sum exp/*/decode*/score_*/*.sys | utils/best_wer.sh"""
+    rows = {10: "| Sum/Avg |   10     200 | 80.0   15.0    5.0    2.5   22.5   60.0 |",
+            11: "| Sum/Avg |   10     200 | 81.0   14.0    5.0    2.0   21.0   60.0 |",
+            12: "| Sum/Avg |   10     200 | 81.0   14.0    5.0    3.0   22.0   60.0 |"}
+    for lmwt, row in rows.items():
+        d = tmp_path / f"score_{lmwt}"
+        d.mkdir()
+        (d / "test.ctm.filt.sys").write_text(
+            "|  SPKR   | # Snt # Wrd | Corr    Sub    Del    Ins    Err  S.Err |\n"
+            "| spk1    |    5    100 | 70.0   20.0   10.0    1.0   31.0   80.0 |\n"
+            f"{row}\n|  Mean   |  5.0  100.0 | 80.0   15.0    5.0    2.5   22.5   60.0 |\n")
+    r = subprocess.run(f"grep Sum {tmp_path}/score_*/*.sys | {ROOT}/utils/best_wer.sh", shell=True,
+                       capture_output=True, text=True)
+    assert r.returncode == 0
+    assert r.stdout == f"%WER 21.0 | 10 200 | 81.0 14.0 5.0 2.0 21.0 60.0 | {tmp_path}/score_11/test.ctm.filt.sys\n"
+
+
+def test_best_wer_sh_no_usable_line_fails():
+    r = subprocess.run([os.path.join(ROOT, "utils", "best_wer.sh")], input="%WER -nan [ 0 / 0 ]\nhello\n",
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == ""
+
+
+def test_char_tokens_as_kaldis_cer_scoring():
+    from pynnet.score.chars import char_tokens, chars_name
+    assert char_tokens(["你好", "世界"]) == ["你", "好", "世", "界"]
+    assert char_tokens(["hello", "ok"]) == list("hellook")
+    # markup stays whole; Unicode spaces (ideographic, no-break) separate words and are dropped
+    assert char_tokens(["[noise]", "<unk>", "!SIL", "a[x]b", "北京\u3000上海", "a\u00a0b"]) == \
+        ["[noise]", "<unk>", "!SIL", "a[x]b", "北", "京", "上", "海", "a", "b"]
+    assert char_tokens(["e\u0301"]) == ["e", "\u0301"]  # code points, as perl's split //
+    assert char_tokens([]) == []
+    assert chars_name("d/penalty_0.0/10.txt") == "d/penalty_0.0/10.chars.txt"
+    assert chars_name("d/ref") == "d/ref.chars.txt"
+
+
+def test_score_grid_chars(tmp_path, capsys):
+    from pynnet.bin.score import score_grid_main
+    ref = _write(tmp_path / "test_filt.txt", "u1 北京市 上海\nu2 ok\n")
+    for pen in ("0.0", "0.5"):
+        (tmp_path / f"penalty_{pen}").mkdir()
+        for lmwt in (1, 2):
+            _write(tmp_path / f"penalty_{pen}" / f"{lmwt}.txt",
+                   "u1 北京 上海\nu2 ok\n" if lmwt == 1 else "u1 北京市上海\nu2\n")
+    argv = ["--min-lmwt", "1", "--max-lmwt", "2", "--word-ins-penalty", "0.0,0.5"]
+    rc, _, _ = _run(score_grid_main, argv + ["--chars", "true", "--out-prefix", "cer", ref, str(tmp_path),
+                                            str(tmp_path)], capsys)
+    assert rc == 0
+    assert (tmp_path / "test_filt.chars.txt").read_text() == "u1 北 京 市 上 海\nu2 o k\n"
+    assert (tmp_path / "penalty_0.5" / "2.chars.txt").read_text() == "u1 北 京 市 上 海\nu2\n"
+    cer1 = (tmp_path / "cer_1_0.0").read_text().splitlines()
+    assert cer1[0] == (f"compute-wer --text --mode=present ark:{tmp_path}/test_filt.chars.txt "
+                       f"ark,p:{tmp_path}/penalty_0.0/1.chars.txt")
+    assert cer1[1] == "%WER 14.29 [ 1 / 7, 0 ins, 1 del, 0 sub ]"
+    assert (tmp_path / "cer_2_0.5").read_text().splitlines()[1] == "%WER 28.57 [ 2 / 7, 0 ins, 2 del, 0 sub ]"
+    assert not list(tmp_path.glob("wer_*"))
+    # a tokenizer command instead of the built-in split (Kaldi's local/character_tokenizer)
+    rc, _, _ = _run(score_grid_main, argv + ["--chars", "true", "--char-tokenizer", "sed 's/北京市/X/'",
+                                            "--out-prefix", "cer", ref, str(tmp_path), str(tmp_path)], capsys)
+    assert rc == 0 and (tmp_path / "test_filt.chars.txt").read_text() == "u1 X 上海\nu2 ok\n"
+    assert (tmp_path / "cer_1_0.0").read_text().splitlines()[1] == "%WER 33.33 [ 1 / 3, 0 ins, 0 del, 1 sub ]"
+    rc, _, err = _run(score_grid_main, argv + ["--chars", "true", "--char-tokenizer", "exit 3",
+                                              ref, str(tmp_path), str(tmp_path)], capsys)
+    assert rc == 1 and "failed with status 3" in err and ref in err
+    # a missing hypothesis file: one line naming it, nothing written
+    (tmp_path / "penalty_0.5" / "2.txt").unlink()
+    for f in tmp_path.glob("cer_*"):
+        f.unlink()
+    (tmp_path / "test_filt.chars.txt").unlink()
+    rc, _, err = _run(score_grid_main, argv + ["--chars", "true", "--out-prefix", "cer", ref, str(tmp_path),
+                                              str(tmp_path)], capsys)
+    assert rc == 1 and f"{tmp_path}/penalty_0.5/2.txt" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("cer_*")) and not (tmp_path / "test_filt.chars.txt").exists()
+
+
 def test_best_wer_cli(tmp_path, capsys, monkeypatch):
     import io
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(WER_LINES) + "\n"))

@@ -5,7 +5,7 @@ import os
 import sys
 
 from pynnet.bin._cli import cli, prog_name
-from pynnet.bin._opts import Parser, ascii_int, int_opt, parser
+from pynnet.bin._opts import Parser, ascii_int, int_opt, kaldi_bool, parser
 from pynnet.io.errors import fail
 
 
@@ -158,13 +158,23 @@ def best_wer_main(argv: list[str] | None = None) -> int:
 def score_grid_main(argv: list[str] | None = None) -> int:
     """score-grid: compute-wer --text --mode=present for every penalty_P/LMWT.txt, one process."""
     p = _parser("Write <decode-dir>/wer_<LMWT>_<P> (compute-wer --text --mode=present output) for "
-                "every hypothesis file <scoring-dir>/penalty_<P>/<LMWT>.txt, in one process.",
+                "every hypothesis file <scoring-dir>/penalty_<P>/<LMWT>.txt, in one process.  With "
+                "--chars true the reference and the hypotheses are first split into characters, "
+                "written beside them as <name>.chars.txt, and those are scored (Kaldi's CER scoring).",
                 "%(prog)s [--min-lmwt 7] [--max-lmwt 17] [--word-ins-penalty 0.0,0.5,1.0] "
-                "<ref-text> <scoring-dir> <decode-dir>")
+                "[--out-prefix wer] [--chars false] <ref-text> <scoring-dir> <decode-dir>")
     p.add_argument("--min-lmwt", type=int_opt, default=7)
     p.add_argument("--max-lmwt", type=int_opt, default=17)
     p.add_argument("--word-ins-penalty", default="0.0,0.5,1.0")
     p.add_argument("--mode", default="present")
+    p.add_argument("--out-prefix", default="wer",
+                   help="write <decode-dir>/<prefix>_<LMWT>_<P> (default wer; cer for character scoring)")
+    p.add_argument("--chars", type=kaldi_bool, default=False,
+                   help="score characters: <ref-text> and each hypothesis file x.txt are split into "
+                        "characters as x.chars.txt (Kaldi's score_kaldi_cer.sh), then scored")
+    p.add_argument("--char-tokenizer",
+                   help="with --chars: a shell command (stdin to stdout) that splits the transcripts "
+                        "instead of the built-in split, e.g. local/character_tokenizer")
     p.add_argument("ref")
     p.add_argument("scoring_dir")
     p.add_argument("decode_dir")
@@ -172,16 +182,34 @@ def score_grid_main(argv: list[str] | None = None) -> int:
     from pynnet.io.atomic import atomic_write
     from pynnet.score.wer import compute_wer, read_transcripts
 
-    ref = read_transcripts(a.ref)
     pens = [x for x in a.word_ins_penalty.replace(",", " ").split()]
     if a.min_lmwt > a.max_lmwt or not pens:
         fail("empty grid (check --min-lmwt/--max-lmwt/--word-ins-penalty)")
-    for pen in pens:
-        for lmwt in range(a.min_lmwt, a.max_lmwt + 1):
-            hyp_file = os.path.join(a.scoring_dir, f"penalty_{pen}", f"{lmwt}.txt")
-            st = compute_wer(ref, read_transcripts(hyp_file), a.mode)
-            with atomic_write(os.path.join(a.decode_dir, f"wer_{lmwt}_{pen}")) as f:
-                # Kaldi's wer files start with the command line compute-wer logged to stderr.
-                f.write(f"compute-wer --text --mode={a.mode} ark:{a.ref} ark,p:{hyp_file}\n")
-                f.write("\n".join(st.lines()) + "\n")
+    compute_wer({}, {}, a.mode)  # a bad --mode fails here, before anything is written
+    if not a.out_prefix or "/" in a.out_prefix:
+        fail(f"--out-prefix must be a file name prefix, got '{a.out_prefix}'")
+    if a.char_tokenizer and not a.chars:
+        fail("--char-tokenizer needs --chars true")
+    grid = [(pen, lmwt, os.path.join(a.scoring_dir, f"penalty_{pen}", f"{lmwt}.txt"))
+            for pen in pens for lmwt in range(a.min_lmwt, a.max_lmwt + 1)]
+    # every input is there before anything is written
+    for path in ([a.ref] if a.chars else []) + [g[2] for g in grid]:
+        if not os.path.isfile(path):
+            fail("no such file" if not os.path.exists(path) else "not a file", path)
+    ref_file = a.ref
+    if a.chars:
+        from pynnet.score.chars import chars_name, tokenize_file
+
+        ref_file = chars_name(a.ref)
+        tokenize_file(a.ref, ref_file, a.char_tokenizer)
+        for i, (pen, lmwt, hyp) in enumerate(grid):
+            grid[i] = (pen, lmwt, chars_name(hyp))
+            tokenize_file(hyp, grid[i][2], a.char_tokenizer)
+    ref = read_transcripts(ref_file)
+    for pen, lmwt, hyp_file in grid:
+        st = compute_wer(ref, read_transcripts(hyp_file), a.mode)
+        with atomic_write(os.path.join(a.decode_dir, f"{a.out_prefix}_{lmwt}_{pen}")) as f:
+            # Kaldi's wer files start with the command line compute-wer logged to stderr.
+            f.write(f"compute-wer --text --mode={a.mode} ark:{ref_file} ark,p:{hyp_file}\n")
+            f.write("\n".join(st.lines()) + "\n")
     return 0

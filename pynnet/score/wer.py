@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -299,37 +300,65 @@ def write_wer_details(out_dir: str, ref: dict[str, Sequence[str]], hyp: dict[str
 # best_wer
 # --------------------------------------------------------------------------------------------
 
-def parse_wer_line(line: str) -> tuple[float, str, str] | None:
-    """Parse ``[file:]%WER x [ ... ]``; return (wer, the %WER part, the file name or '')."""
-    pos = line.find("%WER")
-    if pos < 0:
-        return None
-    where = line[:pos].rstrip()
-    if where.endswith(":"):
-        where = where[:-1]
-    fields = split_fields(line[pos:].rstrip("\r\n"))
-    body = " ".join(fields)
-    if len(fields) < 2:
-        return None
-    try:
-        val = float(fields[1])  # 'nan'/'-nan'/'inf' parse too; NaN never wins below
-    except ValueError:
-        return None
-    return val, body, where
+_RATE = re.compile(r"[0-9]+(\.[0-9]*)?|inf")
+_WS = "[ \t\n\r\f\v]"  # Kaldi's perl/sed \s (ASCII whitespace)
+_NS = "[^ \t\n\r\f\v]"
+# an sclite .sys row: | <speaker, Sum/Avg or Mean> | #Snt #Wrd | Corr Sub Del Ins Err S.Err |
+_SCLITE = re.compile(rf" (?:Mean|Sum/Avg)?{_WS}*\|{_WS}*{_NS}+{_WS}+{_NS}+{_WS}+\|"
+                     rf"{_WS}+{_NS}+{_WS}+{_NS}+{_WS}+{_NS}+{_WS}+{_NS}+{_WS}+({_NS}+){_WS}+{_NS}+{_WS}+\|")
+
+
+def _space_bars(line: str) -> str:
+    """``|5`` -> ``| 5`` and ``5|`` -> ``5 |`` (sclite squeezes large counts against the bars)."""
+    return re.sub(r"([0-9])\|", r"\1 |", re.sub(r"\|([0-9])", r"| \1", line))
+
+
+def parse_wer_line(line: str) -> tuple[float, str] | None:
+    """The error rate of a best_wer.sh input line: ``[file:]%WER x ...`` (compute-wer) or an
+    sclite summary row (its Err column).  Return (rate, the line with its bars spaced) or None
+    when it is neither or the rate is not a number (-nan)."""
+    line = _space_bars(line.rstrip("\r\n"))
+    pos = line.find("%WER ")
+    if pos >= 0:
+        m = re.match(f"{_NS}+", line[pos + 5:])
+        if m and _RATE.fullmatch(m.group(0)):
+            return float(m.group(0)), line
+    m = _SCLITE.search(line)
+    if m and _RATE.fullmatch(m.group(1)):
+        return float(m.group(1)), line
+    return None
+
+
+def _best_wer_format(line: str) -> str:
+    """The chosen line as Kaldi's best_wer.sh prints it: the grep file prefix moved after the
+    %WER part (or a Sum/Avg row's), ``%WER <9th field>`` put first when the line does not start
+    with %WER, whitespace squeezed, a trailing ``:`` or ``:|`` dropped."""
+    parts = line.split("%WER")
+    if len(parts) == 2:
+        line = "%WER" + parts[1] + " " + parts[0]
+    parts = line.split("Sum/Avg")
+    if len(parts) == 2:
+        line = parts[1] + " " + parts[0]
+    fields = re.split("[ \t\n]+", line.strip(" \t\n"))  # awk's fields
+    if "%WER" not in fields[0]:
+        line = "%WER " + (fields[8] if len(fields) > 8 else "") + " " + line
+    line = re.sub(f"{_WS}+", " ", line)
+    line = re.sub(r":$", "", line)
+    return re.sub(rf":{_WS}*\|{_WS}*$", "", line)
 
 
 def best_wer(lines: Sequence[str] | IO[str]) -> str | None:
-    """The best_wer.sh line for the lowest %WER (first one on ties): ``%WER ... <file>``."""
+    """utils/best_wer.sh: the line with the lowest error rate (first one on ties) among
+    compute-wer ``[file:]%WER ...`` lines and sclite summary rows, printed as Kaldi's script
+    prints it (``%WER ... <file>``); None when no line has a numeric rate."""
     best = None
     for line in lines:
         p = parse_wer_line(line)
-        if p is None or math.isnan(p[0]):
-            continue
-        if best is None or p[0] < best[0]:
+        if p is not None and (best is None or p[0] < best[0]):
             best = p
     if best is None:
         return None
-    return f"{best[1]} {best[2]}".rstrip()
+    return _best_wer_format(best[1])
 
 
 __all__ = ["MODES", "SPECIAL_SYMBOL", "WerStats", "compute_wer", "read_transcripts", "align_words",

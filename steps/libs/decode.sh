@@ -61,7 +61,8 @@ decode_lat_wspec() {
 # the programs follow from it), else its first ERROR line; exit 1.
 decode_run_jobs() {
   # (and the previous scoring's results: a killed decode must not leave them to be reported)
-  rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir/scoring_kaldi/best_wer"
+  rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir"/cer_* "$dir/scoring_kaldi/best_wer" \
+    "$dir/scoring_kaldi/best_cer"
   # shellcheck disable=SC2086
   if ! jobs_report --what decoding --prefer "^ERROR (gzip): writing " \
       $cmd --num-threads "${num_threads:-1}" JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then

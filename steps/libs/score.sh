@@ -1,0 +1,167 @@
+# Pieces shared by steps/score_kaldi.sh (= steps/scoring/score_kaldi_wer.sh) and
+# steps/scoring/score_kaldi_cer.sh, sourced after their options are parsed
+# (". steps/libs/score.sh").  The functions read the scoring scripts' variables:
+# help_message cmd decode_mbr min_lmwt max_lmwt word_ins_penalty stats.
+
+# score_setup "$@": the arguments <data-dir> <lang-dir|graph-dir> <decode-dir> -> data
+# lang_or_graph dir symtab (else the usage and exit 1); checks the inputs and options; sets the
+# filters (local/wer_{output,ref,hyp}_filter as in Kaldi), wips (the penalties, space-separated);
+# writes <decode-dir>/scoring_kaldi/test_filt.txt (the filtered reference).
+score_setup() {
+  if [ $# -ne 3 ]; then
+    printf "%s\n" "$help_message" >&2
+    exit 1
+  fi
+  data=$1
+  lang_or_graph=$2
+  dir=$3
+  symtab=$lang_or_graph/words.txt
+  local f
+  for f in "$symtab" "$dir/lat.1.gz" "$data/text"; do
+    [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
+  done
+  if $decode_mbr; then
+    echo "$0: --decode-mbr true is not supported (no MBR decoding in pynnet yet)" >&2; exit 1
+  fi
+  case "$min_lmwt$max_lmwt" in *[!0-9]*) echo "$0: --min-lmwt/--max-lmwt must be integers" >&2; exit 1 ;; esac
+  [ "$min_lmwt" -le "$max_lmwt" ] || { echo "$0: --min-lmwt $min_lmwt > --max-lmwt $max_lmwt" >&2; exit 1; }
+
+  ref_filtering_cmd="cat"
+  [ -x local/wer_output_filter ] && ref_filtering_cmd="local/wer_output_filter"
+  [ -x local/wer_ref_filter ] && ref_filtering_cmd="local/wer_ref_filter"
+  hyp_filtering_cmd="cat"
+  [ -x local/wer_output_filter ] && hyp_filtering_cmd="local/wer_output_filter"
+  [ -x local/wer_hyp_filter ] && hyp_filtering_cmd="local/wer_hyp_filter"
+
+  echo "$0: scoring with word insertion penalty=$word_ins_penalty"
+  mkdir -p "$dir/scoring_kaldi/log"
+  $ref_filtering_cmd < "$data/text" > "$dir/scoring_kaldi/test_filt.txt.tmp" || exit 1
+  mv "$dir/scoring_kaldi/test_filt.txt.tmp" "$dir/scoring_kaldi/test_filt.txt"
+  wips=$(echo "$word_ins_penalty" | sed 's/,/ /g')
+}
+
+# score_grid_opts: the grid options of the pynnet programs (an array, grid_opts).
+score_grid_opts() {
+  grid_opts=(--min-lmwt "$min_lmwt" --max-lmwt "$max_lmwt" --word-ins-penalty "$word_ins_penalty")
+}
+
+# score_best_paths: the best path of every lattice at every grid point, filtered (local/wer_hyp_filter),
+# as <decode-dir>/scoring_kaldi/penalty_<WIP>/<LMWT>.txt.  The results of an earlier scoring (by
+# words or characters) are removed first: they must not pass for these lattices' (nor for
+# lattices that are missing).
+score_best_paths() {
+  # One pass over the lattices gives every grid point (Kaldi runs lattice-scale |
+  # lattice-add-penalty | lattice-best-path once per point); one job per lat.JOB.gz.
+  local nj n wip lmwt f
+  nj=$(cat "$dir/num_jobs" 2>/dev/null || echo 0)
+  score_grid_opts
+  rm -rf "$dir"/scoring_kaldi/grid.* "$dir"/wer_* "$dir"/scoring_kaldi/{best_wer,wer_details} \
+    "$dir"/cer_* "$dir"/scoring_kaldi/{best_cer,cer_details} "$dir"/scoring_kaldi/penalty_*/*.chars.txt
+  for n in $(seq "$nj"); do
+    [ -f "$dir/lat.$n.gz" ] || { echo "$0: no $dir/lat.$n.gz (of num_jobs $nj): decoding incomplete?" >&2; exit 1; }
+  done
+  if [ "$nj" -gt 0 ]; then
+    # shellcheck disable=SC2086
+    $cmd JOB=1:$nj "$dir/scoring_kaldi/log/best_path.JOB.log" \
+      pynnet-lattice-best-path-grid "${grid_opts[@]}" --word-symbol-table "$symtab" \
+        "$dir/lat.JOB.gz" "$dir/scoring_kaldi/grid.JOB" || \
+      { echo "$0: $(grep -h -m1 ^ERROR "$dir"/scoring_kaldi/log/best_path.*.log | head -1) (see $dir/scoring_kaldi/log/best_path.*.log)" >&2; exit 1; }
+    for wip in $wips; do
+      mkdir -p "$dir/scoring_kaldi/penalty_$wip"
+      for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
+        cat $(for n in $(seq "$nj"); do echo "$dir/scoring_kaldi/grid.$n/penalty_$wip/$lmwt.txt"; done) | \
+          sort > "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" || exit 1
+        mv "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt"
+      done
+    done
+    rm -rf "$dir"/scoring_kaldi/grid.*
+  else
+    # shellcheck disable=SC2086
+    $cmd "$dir/scoring_kaldi/log/best_path.log" \
+      pynnet-lattice-best-path-grid "${grid_opts[@]}" --word-symbol-table "$symtab" \
+        "$dir"/lat.*.gz "$dir/scoring_kaldi" || \
+      { echo "$0: $(grep -m1 ^ERROR "$dir/scoring_kaldi/log/best_path.log") (see $dir/scoring_kaldi/log/best_path.log)" >&2; exit 1; }
+  fi
+  for wip in $wips; do
+    mkdir -p "$dir/scoring_kaldi/penalty_$wip/log"
+    if [ "$hyp_filtering_cmd" != cat ]; then
+      for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
+        f=$dir/scoring_kaldi/penalty_$wip/$lmwt.txt
+        $hyp_filtering_cmd < "$f" > "$f.tmp" && mv "$f.tmp" "$f" || exit 1
+      done
+    fi
+  done
+}
+
+# score_check_hyps: every grid point's scoring_kaldi/penalty_<WIP>/<LMWT>.txt is there (a later
+# stage reads the hypotheses of an earlier run); else one line and exit 1.
+score_check_hyps() {
+  local wip lmwt f
+  for wip in $wips; do
+    for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
+      f=$dir/scoring_kaldi/penalty_$wip/$lmwt.txt
+      [ -f "$f" ] || { echo "$0: no $f: score the words first (steps/scoring/score_kaldi_wer.sh with the same grid options), or use --stage 0" >&2; exit 1; }
+    done
+  done
+}
+
+# score_grid <kind> [<pynnet-score-grid options>]: <decode-dir>/<kind>_<LMWT>_<WIP> (compute-wer
+# --text --mode=present output) for every grid point, in one process (the same output as Kaldi's
+# per-LMWT compute-wer jobs, without 33 program start-ups); log scoring_kaldi/log/score[.<kind>].log.
+score_grid() {
+  local kind=$1 log
+  shift
+  log=$dir/scoring_kaldi/log/score.log
+  [ "$kind" = wer ] || log=$dir/scoring_kaldi/log/score.$kind.log
+  score_grid_opts
+  $cmd "$log" \
+    pynnet-score-grid "${grid_opts[@]}" --out-prefix "$kind" "$@" \
+      "$dir/scoring_kaldi/test_filt.txt" "$dir/scoring_kaldi" "$dir" || \
+    { echo "$0: $(grep -m1 ^ERROR "$log") (see $log)" >&2; exit 1; }
+}
+
+# score_pick_best <kind> <hyp-suffix> <ref>: the best %WER line of <decode-dir>/<kind>_* into
+# scoring_kaldi/best_<kind> (utils/best_wer.sh), printed; with --stats true the best grid point's
+# scoring_kaldi/<kind>_details/{lmwt,wip,per_utt,per_spk,ops} for hypotheses
+# penalty_<WIP>/<LMWT><hyp-suffix> against <ref>; logs scoring_kaldi/log/stats1[.<kind>].log.
+score_pick_best() {
+  local kind=$1 suffix=$2 ref=$3 wip lmwt best_file best_wip best_lmwt log
+  for wip in $wips; do
+    for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
+      # /dev/null makes grep print the file name
+      grep WER "$dir/${kind}_${lmwt}_${wip}" /dev/null
+    done
+  done | utils/best_wer.sh > "$dir/scoring_kaldi/best_$kind.tmp" || \
+    { rm -f "$dir/scoring_kaldi/best_$kind.tmp"; echo "$0: no %WER lines in $dir/${kind}_*; something went wrong" >&2; exit 1; }
+  mv "$dir/scoring_kaldi/best_$kind.tmp" "$dir/scoring_kaldi/best_$kind"
+
+  best_file=$(awk '{print $NF}' "$dir/scoring_kaldi/best_$kind")
+  best_wip=$(echo "$best_file" | awk -F_ '{print $NF}')
+  best_lmwt=$(echo "$best_file" | awk -F_ '{N=NF-1; print $N}')
+  if [ -z "$best_lmwt" ]; then
+    echo "$0: could not get the best ${kind^^} from $dir/${kind}_*" >&2; exit 1
+  fi
+  cat "$dir/scoring_kaldi/best_$kind"
+
+  if $stats; then
+    mkdir -p "$dir/scoring_kaldi/${kind}_details"
+    echo "$best_lmwt" > "$dir/scoring_kaldi/${kind}_details/lmwt"
+    echo "$best_wip" > "$dir/scoring_kaldi/${kind}_details/wip"
+    local utt2spk_opt=()
+    [ -f "$data/utt2spk" ] && utt2spk_opt=(--utt2spk "$data/utt2spk")
+    log=$dir/scoring_kaldi/log/stats1.log
+    [ "$kind" = wer ] || log=$dir/scoring_kaldi/log/stats1.$kind.log
+    $cmd "$log" \
+      pynnet-wer-details "${utt2spk_opt[@]}" --special-symbol "'***'" \
+        "$ref" "$dir/scoring_kaldi/penalty_$best_wip/$best_lmwt$suffix" \
+        "$dir/scoring_kaldi/${kind}_details" || \
+      { echo "$0: ${kind} details failed, see $log" >&2; exit 1; }
+  fi
+}
+
+# score_done: remove wer_{?,??} and cer_{?,??} files of older scoring scripts, as Kaldi does, to
+# avoid confusion.
+score_done() {
+  rm -f "$dir"/wer_? "$dir"/wer_?? "$dir"/cer_? "$dir"/cer_?? 2>/dev/null
+  return 0
+}

@@ -1,0 +1,171 @@
+"""Kaldi's other scoring and decoding script names: steps/scoring/score_kaldi_wer.sh,
+steps/scoring/score_kaldi_cer.sh (character error rate) and steps/decode_si.sh, on the toy
+system of tests/test_decode.py."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from test_decode import ROOT, Toy, _env, _setup_exp
+
+# The toy's six words, written as Chinese words (and one markup word) for CER scoring.
+CWORDS = {0: "<eps>", 1: "你好", 2: "世界", 3: "中国", 4: "[noise]", 5: "北京市", 6: "上海"}
+UTTS = {"spkA-u1": [1, 2, 3], "spkA-u2": [5, 6], "spkB-u3": [4, 1]}
+# The references differ from what was said (the decoder's output on this clean audio):
+REF = {"spkA-u1": "你好 世界 中国",  # 6 characters, hyp the same: 0 errors
+       "spkA-u2": "北京 上海市",     # 北京上海市 vs 北京市上海: 1 ins + 1 del (3 subs otherwise)
+       "spkB-u3": "[noise] 你"}      # [noise] 你 vs [noise] 你 好: 1 ins ([noise] is one token)
+# CER 3 / 13 (2 ins, 1 del); by words: u2 2 subs, u3 1 sub of 7 words.
+GRID = ["--min-lmwt", "1", "--max-lmwt", "4", "--word-ins-penalty", "0.0,0.5"]
+
+
+def _sh(*argv, timeout=300):
+    return subprocess.run([f"{ROOT}/{argv[0]}", *argv[1:]], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def decoded(tmp_path_factory):
+    """A toy exp dir decoded by steps/decode.sh (not scored), its graph's words.txt in Chinese."""
+    tmp = tmp_path_factory.mktemp("cer")
+    exp, graph, data = _setup_exp(tmp, Toy(), UTTS)
+    (graph / "words.txt").write_text("".join(f"{w} {i}\n" for i, w in CWORDS.items()), encoding="utf-8")
+    (data / "text").write_text("".join(f"{u} {t}\n" for u, t in sorted(REF.items())), encoding="utf-8")
+    r = _sh("steps/decode.sh", "--nj", "2", "--skip-scoring", "true", str(graph), str(data), str(exp / "decode"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    return exp, graph, data
+
+
+def _copy_decode(exp, name):
+    """A fresh copy of the decode dir (lattices, num_jobs) to score."""
+    dec = exp / name
+    shutil.rmtree(dec, ignore_errors=True)
+    dec.mkdir()
+    for f in ("lat.1.gz", "lat.2.gz", "num_jobs"):
+        shutil.copy(exp / "decode" / f, dec / f)
+    return dec
+
+
+def _edit_distance(a, b):
+    d = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
+    return d[-1]
+
+
+def _chars(words):
+    return [w for word in words for w in ([word] if word == "[noise]" else list(word))]
+
+
+def test_score_kaldi_wer_then_cer_stage_2(decoded):
+    """aishell's local/score.sh: score_kaldi_wer.sh "$@"; score_kaldi_cer.sh --stage 2 "$@"."""
+    exp, graph, data = decoded
+    dec = _copy_decode(exp, "decode_wer_cer")
+    r = _sh("steps/scoring/score_kaldi_wer.sh", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    said = {u: " ".join(CWORDS[w] for w in ws) for u, ws in UTTS.items()}
+    hyp = (dec / "scoring_kaldi" / "penalty_0.0" / "1.txt").read_text(encoding="utf-8")
+    assert hyp == "".join(f"{u} {said[u]}\n" for u in sorted(UTTS))  # the hand count below holds
+    assert (dec / "scoring_kaldi" / "best_wer").read_text() == \
+        f"%WER 42.86 [ 3 / 7, 0 ins, 0 del, 3 sub ] {dec}/wer_1_0.0\n"
+    wer_files = {f.name: f.read_bytes() for f in dec.glob("wer_*")}
+    assert len(wer_files) == 8
+
+    # a hypothesis edited after the word scoring: --stage 2 scores the files it finds, not the lattices
+    edited = dec / "scoring_kaldi" / "penalty_0.5" / "4.txt"
+    edited.write_text(hyp.replace("spkA-u2 北京市 上海", "spkA-u2 北京 上海市"), encoding="utf-8")
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert r.stdout.splitlines()[-1] == f"%WER 7.69 [ 1 / 13, 1 ins, 0 del, 0 sub ] {dec}/cer_4_0.5"
+    assert (dec / "scoring_kaldi" / "best_cer").read_text() == r.stdout.splitlines()[-1] + "\n"
+    assert {f.name: f.read_bytes() for f in dec.glob("wer_*")} == wer_files  # words not rescored
+    assert not list((dec / "scoring_kaldi" / "log").glob("best_path*.cer*"))
+    assert (dec / "scoring_kaldi" / "test_filt.chars.txt").read_text(encoding="utf-8") == \
+        "spkA-u1 你 好 世 界 中 国\nspkA-u2 北 京 上 海 市\nspkB-u3 [noise] 你\n"
+    cer = (dec / "cer_1_0.0").read_text(encoding="utf-8").splitlines()
+    assert cer[0] == (f"compute-wer --text --mode=present ark:{dec}/scoring_kaldi/test_filt.chars.txt "
+                      f"ark,p:{dec}/scoring_kaldi/penalty_0.0/1.chars.txt")
+    assert cer[1:] == ["%WER 23.08 [ 3 / 13, 2 ins, 1 del, 0 sub ]", "%SER 66.67 [ 2 / 3 ]",
+                       "Scored 3 sentences, 0 not present in hyp."]
+    # every grid point: the character edit distance of its hypotheses
+    ref = {u: _chars(t.split()) for u, t in REF.items()}
+    for pen in ("0.0", "0.5"):
+        for lmwt in range(1, 5):
+            hyps = (dec / "scoring_kaldi" / f"penalty_{pen}" / f"{lmwt}.txt").read_text(encoding="utf-8")
+            errs = sum(_edit_distance(ref[ln.split()[0]], _chars(ln.split()[1:])) for ln in hyps.splitlines())
+            assert (dec / f"cer_{lmwt}_{pen}").read_text().splitlines()[1].split()[3] == str(errs)
+    details = dec / "scoring_kaldi" / "cer_details"
+    assert (details / "lmwt").read_text() == "4\n" and (details / "wip").read_text() == "0.5\n"
+    assert (details / "per_spk").read_text().splitlines()[-2].split() == \
+        ["SUM", "raw", "3", "13", "13", "0", "1", "0", "1", "1"]
+    assert "spkA-u2 #csid 5 0 0 0" in (details / "per_utt").read_text(encoding="utf-8")
+    assert "insertion         ***          好    1" in (details / "ops").read_text(encoding="utf-8")
+
+    # --stage 3 only picks the best again; --stats false writes no details
+    shutil.rmtree(details)
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "3", "--stats", "false", *GRID,
+            str(data), str(graph), str(dec))
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].endswith(f"{dec}/cer_4_0.5"), r.stderr
+    assert not details.exists()
+
+
+def test_score_kaldi_cer_from_the_lattices(decoded):
+    """--stage 0 (the default) finds the word hypotheses itself, with their wer_* files, as Kaldi's."""
+    exp, graph, data = decoded
+    dec = _copy_decode(exp, "decode_cer")
+    r = _sh("steps/scoring/score_kaldi_cer.sh", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert (dec / "scoring_kaldi" / "best_cer").read_text() == \
+        f"%WER 23.08 [ 3 / 13, 2 ins, 1 del, 0 sub ] {dec}/cer_1_0.0\n"
+    assert len(list(dec.glob("cer_*"))) == len(list(dec.glob("wer_*"))) == 8
+    assert (dec / "wer_1_0.0").read_text().splitlines()[1] == "%WER 42.86 [ 3 / 7, 0 ins, 0 del, 3 sub ]"
+    assert (dec / "scoring_kaldi" / "cer_details" / "per_utt").exists()
+    # the word scoring again: the character results of the replaced hypotheses go
+    r = _sh("steps/score_kaldi.sh", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert not list(dec.glob("cer_*")) and not (dec / "scoring_kaldi" / "best_cer").exists()
+    assert not list(dec.glob("scoring_kaldi/penalty_*/*.chars.txt"))
+    assert not (dec / "scoring_kaldi" / "cer_details").exists()
+    assert (dec / "scoring_kaldi" / "wer_details" / "per_utt").exists()
+
+
+def test_score_kaldi_cer_errors(decoded):
+    exp, graph, data = decoded
+    dec = _copy_decode(exp, "decode_cer_errors")
+    # --stage 2 needs the hypotheses of a word scoring with the same grid
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"{ROOT}/steps/scoring/score_kaldi_cer.sh: no {dec}/scoring_kaldi/penalty_0.0/1.txt: "
+                                "score the words first (steps/scoring/score_kaldi_wer.sh with the same grid "
+                                "options), or use --stage 0")
+    assert not list(dec.glob("cer_*"))
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--decode-mbr", "true", str(data), str(graph), str(dec))
+    assert r.returncode == 1 and "--decode-mbr true is not supported" in r.stderr
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--no-such", "1", str(data), str(graph), str(dec))
+    assert r.returncode == 1 and "invalid option --no-such" in r.stderr
+    r = _sh("steps/scoring/score_kaldi_cer.sh", str(data), str(graph))
+    assert r.returncode == 1 and r.stderr.startswith("Usage: ")
+
+
+def test_decode_si_is_decode_sh(tmp_path):
+    """steps/decode_si.sh is steps/decode.sh (a symlink, as in Kaldi): it decodes final.mdl; a SAT
+    system's speaker-independent model is decoded with --model final.alimdl."""
+    exp, graph, data = _setup_exp(tmp_path, Toy(), UTTS)
+
+    def decode(script, name, *opts):
+        r = _sh(script, "--nj", "2", "--skip-scoring", "true", *opts, str(graph), str(data), str(exp / name))
+        assert r.returncode == 0, r.stderr + r.stdout
+        return [(exp / name / f"lat.{j}.gz").read_bytes() for j in (1, 2)]
+
+    plain = decode("steps/decode.sh", "plain")
+    from pynnet.hmm.model_io import write_model
+    other = Toy(sep=2.0)  # another model: other acoustic costs, other lattices
+    write_model(str(exp / "final.alimdl"), other.tm, other.am)
+    assert decode("steps/decode_si.sh", "si") == plain
+    assert decode("steps/decode_si.sh", "si", "--model", str(exp / "final.alimdl")) != plain
+    r = _sh("steps/decode_si.sh", "--nj", "2", str(graph), str(data))
+    assert r.returncode == 1 and r.stderr.startswith("Usage: ")
