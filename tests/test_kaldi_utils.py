@@ -204,6 +204,45 @@ def test_prepare_lang_refuses_silprob_dict(tmp_path, name, lines):
     assert (tmp_path / "data/lang/L.fst").exists()
 
 
+def test_prepare_lang_phone_symbol_table(tmp_path):
+    """--phone-symbol-table: a new dict dir (other phone order, more words) keeps the phone ids of
+    the lang dir a model was trained with; a new phone, or other position dependency, is refused."""
+    (tmp_path / "utils").symlink_to(UTILS)
+    make_dict(tmp_path / "dict_a")
+    assert run("utils/prepare_lang.sh", "dict_a", "<unk>", "tmp_a", "lang_a", cwd=tmp_path).returncode == 0
+    d = make_dict(tmp_path / "dict_b")
+    write(d / "nonsilence_phones.txt", ["b", "a"])                  # would give a_*, b_* other ids
+    write(d / "lexicon.txt", ["<unk> SPN", "ab a b", "ba b a", "aa a a", "aab a a b", "aab2 a a b"])
+    r = run("utils/prepare_lang.sh", d.name, "<unk>", "tmp_b0", "lang_b0", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "lang_b0/phones.txt").read_text() != (tmp_path / "lang_a/phones.txt").read_text()
+    r = run("utils/prepare_lang.sh", "--phone-symbol-table", "lang_a/phones.txt", d.name, "<unk>", "tmp_b", "lang_b",
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    a_ids = dict(ln.split() for ln in (tmp_path / "lang_a/phones.txt").read_text().splitlines())
+    b_ids = dict(ln.split() for ln in (tmp_path / "lang_b/phones.txt").read_text().splitlines())
+    assert {p: i for p, i in b_ids.items() if not p.startswith("#")} == {p: i for p, i in a_ids.items() if not p.startswith("#")}
+    # "aab" and "aab2" share a pronunciation: more disambiguation symbols, numbered on from #0
+    dis_a, dis_b = ([int(ids[f"#{k}"]) for k in range(sum(p.startswith("#") for p in ids))] for ids in (a_ids, b_ids))
+    assert len(dis_b) > len(dis_a) and dis_b == list(range(dis_a[0], dis_a[0] + len(dis_b)))
+    ids = [int(i) for i in b_ids.values()]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert (tmp_path / "lang_b/phones/silence.csl").read_text() == (tmp_path / "lang_a/phones/silence.csl").read_text()
+    assert run(UTILS / "lang/check_phones_compatible.sh", "lang_a/phones.txt", "lang_b/phones.txt",
+               cwd=tmp_path).returncode == 0
+    # a phone the table does not have; a table without word positions
+    write(d / "nonsilence_phones.txt", ["b", "a", "c"])
+    write(d / "lexicon.txt", ["<unk> SPN", "ab a b", "ca c a"])
+    r = run("utils/prepare_lang.sh", "--phone-symbol-table", "lang_a/phones.txt", d.name, "<unk>", "tmp_c", "lang_c",
+            cwd=tmp_path)
+    assert one_error_line(r) == "ERROR (pynnet-prepare-lang): lang_a/phones.txt: phone 'c_B' of the dict dir is not in the phone symbol table"
+    assert not (tmp_path / "lang_c").exists()
+    write(d / "nonsilence_phones.txt", ["b", "a"])
+    write(d / "lexicon.txt", ["<unk> SPN", "ab a b"])
+    r = run("utils/prepare_lang.sh", "--position-dependent-phones", "false", "--phone-symbol-table",
+            "lang_a/phones.txt", d.name, "<unk>", "tmp_d", "lang_d", cwd=tmp_path)
+    assert "the table has position-dependent phones, but --position-dependent-phones is false" in one_error_line(r)
+
+
 # --- utils/data/ aliases ---------------------------------------------------------------------------
 
 def recipe_dir(tmp_path: Path) -> Path:

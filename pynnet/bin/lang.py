@@ -27,6 +27,8 @@ def prepare_lang_main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-sil-states", type=int_opt, default=5)
     p.add_argument("--num-nonsil-states", type=int_opt, default=3)
     p.add_argument("--sil-prob", type=float_opt, default=0.5)
+    p.add_argument("--phone-symbol-table", default="",
+                   help="keep the phone ids of this phones.txt (e.g. the lang dir a model was trained with)")
     p.add_argument("dict_src_dir")
     p.add_argument("oov_dict_entry")
     p.add_argument("tmp_dir")
@@ -36,7 +38,8 @@ def prepare_lang_main(argv: list[str] | None = None) -> int:
         raise PynnetError(f"--sil-prob must be in [0, 1), got {a.sil_prob}")
     lang = prepare_lang(a.dict_src_dir, a.oov_dict_entry, a.tmp_dir, a.lang_dir,
                         position_dependent=a.position_dependent_phones, num_sil_states=a.num_sil_states,
-                        num_nonsil_states=a.num_nonsil_states, sil_prob=a.sil_prob)
+                        num_nonsil_states=a.num_nonsil_states, sil_prob=a.sil_prob,
+                        phone_symbol_table=a.phone_symbol_table or None)
     print(f"prepare_lang: {a.lang_dir}: {len(lang.words) - 4} words, "
           f"{len(lang.silence_phones) + len(lang.nonsilence_phones)} phones, "
           f"{len(lang.disambig_phones)} disambiguation symbols", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -326,10 +327,12 @@ def _write_lines(path: str, lines) -> None:
 
 def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
                  position_dependent: bool = True, num_sil_states: int = 5, num_nonsil_states: int = 3,
-                 sil_prob: float = 0.5) -> "Lang":
+                 sil_prob: float = 0.5, phone_symbol_table: str | None = None) -> "Lang":
     """Build a Kaldi lang dir from a dict dir (utils/prepare_lang.sh). The lang dir is assembled in
     a temporary directory next to ``lang_dir`` and renamed into place, so a failure leaves nothing
-    half-written. ``tmp_dir`` receives the intermediate lexicons as Kaldi's does."""
+    half-written. ``tmp_dir`` receives the intermediate lexicons as Kaldi's does.
+    ``phone_symbol_table`` (Kaldi's --phone-symbol-table, e.g. an existing lang dir's phones.txt):
+    the phones keep that table's ids, so models trained with it fit the new lang dir."""
     import kaldi_hmm_gmm  # noqa: F401
     import kaldifst
 
@@ -359,6 +362,9 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
 
     phone_list = ["<eps>"] + sil_phones + nonsil_phones + disambig
     phones = {p: i for i, p in enumerate(phone_list)}
+    if phone_symbol_table:
+        phones = _phone_ids_from_table(phone_symbol_table, sil_phones + nonsil_phones, disambig, pd)
+        phone_list.sort(key=phones.__getitem__)
     words_sorted = sorted({w for w, _, _ in lex}, key=lambda w: w.encode())
     word_list = ["<eps>"] + words_sorted + ["#0", "<s>", "</s>"]
     words = {w: i for i, w in enumerate(word_list)}
@@ -378,7 +384,7 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
     try:
         P = lambda *n: os.path.join(stage, *n)  # noqa: E731
         os.makedirs(P("phones"))
-        _write_lines(P("phones.txt"), (f"{p} {i}" for i, p in enumerate(phone_list)))
+        _write_lines(P("phones.txt"), (f"{p} {phones[p]}" for p in phone_list))
         _write_lines(P("words.txt"), (f"{w} {i}" for i, w in enumerate(word_list)))
         _write_lines(P("oov.txt"), [oov_word])
         _write_lines(P("oov.int"), [str(words[oov_word])])
@@ -450,6 +456,29 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
         shutil.rmtree(stage, ignore_errors=True)
         raise
     return Lang.load(lang_dir)
+
+
+def _phone_ids_from_table(path: str, phone_names: list[str], disambig: list[str], pd: bool) -> dict[str, int]:
+    """Phone ids from an existing phones.txt (Kaldi's prepare_lang.sh --phone-symbol-table): every
+    phone of the dict dir must be in it, with the same position dependency; the disambiguation
+    symbols are numbered on from the table's #0."""
+    table, _ = read_symbol_table(path)
+    names = {s for s in table if not re.fullmatch(r"#[0-9]+", s)}
+    has_positions = len(names) != len({re.sub(r"_[BEIS]$", "", s) for s in names})
+    if pd and not has_positions:
+        fail("position-dependent phones requested, but the table has none (--position-dependent-phones false?)", path)
+    if not pd and has_positions:
+        fail("the table has position-dependent phones, but --position-dependent-phones is false", path)
+    for p in phone_names:
+        if p not in table:
+            fail(f"phone '{p}' of the dict dir is not in the phone symbol table", path)
+    if "#0" not in table:
+        fail("no disambiguation symbol #0 in the phone symbol table", path)
+    ids = {"<eps>": table.get("<eps>", 0)} | {p: table[p] for p in phone_names}
+    ids |= {sym: table["#0"] + k for k, sym in enumerate(disambig)}
+    if len(set(ids.values())) != len(ids):
+        fail("the disambiguation symbols numbered on from #0 would reuse a phone's id", path)
+    return ids
 
 
 # ----------------------------------------------------------------------------------------------
