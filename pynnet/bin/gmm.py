@@ -1,6 +1,6 @@
 """GMM-HMM programs (Kaldi's gmm-init-mono, compile-train-graphs, align-equal-compiled,
-gmm-acc-stats-ali, gmm-sum-accs, gmm-est, gmm-align-compiled, gmm-copy, gmm-info, ali-to-pdf,
-ali-to-phones).  Each is ``main(argv)``; the steps/ scripts run one per JOB through ``$cmd``.
+gmm-acc-stats-ali, gmm-sum-accs, gmm-est, gmm-align-compiled, align-compiled-mapped, gmm-copy,
+gmm-info, ali-to-pdf, ali-to-phones).  Each is ``main(argv)``; the steps/ scripts run one per JOB through ``$cmd``.
 
 Features are named by their data dir (``data/train/split2/1``) plus ``--cmvn-opts`` and
 ``--delta-order`` (as the experiment's cmvn_opts/delta_opts files say), instead of Kaldi's
@@ -287,14 +287,18 @@ def est_main(argv: list[str] | None = None) -> int:
 
 
 # --------------------------------------------------------------------------- alignment
-def _align_common(p: argparse.ArgumentParser) -> None:
-    _feat_opts(p)
+def _align_search_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=float_opt, default=10.0)
     p.add_argument("--retry-beam", type=float_opt, default=40.0)
     p.add_argument("--careful", type=kaldi_bool, default=False)
     p.add_argument("--acoustic-scale", type=float_opt, default=0.1)
     p.add_argument("--transition-scale", type=float_opt, default=1.0)
     p.add_argument("--self-loop-scale", type=float_opt, default=0.1)
+
+
+def _align_common(p: argparse.ArgumentParser) -> None:
+    _feat_opts(p)
+    _align_search_opts(p)
     p.add_argument("--boost-silence", type=float_opt, default=1.0, help="scale silence pdfs' likelihoods")
     p.add_argument("--silence-phones", default="", help="colon-separated silence phone ids (for --boost-silence)")
     p.add_argument("--acc-out", default="", help="also accumulate GMM stats of the (unboosted) model along the "
@@ -411,6 +415,94 @@ def align_main(argv: list[str] | None = None) -> int:
     text = _text(a.data_dir)
     return _run_alignment(a, aligner, lambda u: gc.compile(text[u], f"{a.data_dir}/text: {u}: "),
                           list(text), a.data_dir, a.ali_out)
+
+
+def _plain_file_spec(spec: str, what: str) -> str:
+    """The file of a Kaldi ``ark:FILE`` specifier (or a bare file name); pipes, stdin/stdout, scp
+    and text output are refused in one line."""
+    head, sep, rest = spec.partition(":")
+    opts = set(head.split(",")) if sep else set()
+    if opts and opts <= {"ark", "scp", "t", "b", "o", "s", "cs", "p", "f", "nf"} and opts & {"ark", "scp"}:
+        if "scp" in opts or "t" in opts:
+            raise PynnetError(f"{what} '{spec}': give ark:FILE or a file name (no scp, no text output)")
+        path = rest
+    else:
+        path = spec
+    p = path.strip()
+    if not p or p == "-" or p.startswith("|") or p.endswith("|"):
+        raise PynnetError(f"{what} '{spec}': give a file name (a name ending in .gz is gzipped); "
+                          "pipes are not supported here")
+    return path
+
+
+@cli
+def align_compiled_mapped_main(argv: list[str] | None = None) -> int:
+    p = parser("pynnet-align-compiled-mapped",
+               "Viterbi-align utterances to precompiled training graphs, reading log-likelihoods per pdf "
+               "as matrices (a DNN's pseudo-log-likelihoods from pynnet-nnet-forward --prior-subtract); "
+               "Kaldi's align-compiled-mapped. Only the transition model of <trans-model> is used.",
+               usage="%(prog)s [options] <trans-model> <graphs> <loglikes-rspecifier> <alignments-out>\n"
+                     "  e.g. pynnet-nnet-forward --prior-subtract exp/dnn/final.nnet scp:data/train/feats.scp ark:- |\n"
+                     "       %(prog)s exp/dnn/final.mdl exp/dnn_ali/fsts.1.gz ark:- exp/dnn_ali/ali.1.gz")
+    _align_search_opts(p)
+    p.add_argument("model", help="final.mdl (a GMM's or an nnet's: only its transition model is read)")
+    p.add_argument("graphs", help="training graphs (pynnet-compile-train-graphs' fst archive, e.g. fsts.1.gz)")
+    p.add_argument("loglikes", help="log-likelihood matrices [frames x pdfs] (ark:-, ark:FILE, scp:FILE)")
+    p.add_argument("ali_out", help="alignments (Kaldi binary int32 vectors; gzipped if it ends in .gz)")
+    a = p.parse_args(argv)
+    from pynnet.feat.tables import read_matrices
+    from pynnet.hmm.ali_io import write_alignments
+    from pynnet.hmm.align import Aligner, AlignOptions
+    from pynnet.hmm.model_io import read_transition_model
+    from pynnet.hmm.train import read_graphs
+
+    if a.beam <= 0 or a.retry_beam < 0 or a.acoustic_scale <= 0:
+        raise PynnetError("--beam and --acoustic-scale must be positive, --retry-beam not negative")
+    graphs_path = _plain_file_spec(a.graphs, "<graphs>")
+    ali_path = _plain_file_spec(a.ali_out, "<alignments-out>")
+    tm = read_transition_model(a.model)
+    opts = AlignOptions(a.beam, a.retry_beam, a.careful, a.acoustic_scale, a.transition_scale, a.self_loop_scale)
+    aligner = Aligner(tm, None, opts)
+    graphs = dict(read_graphs(graphs_path))
+    out: dict[str, np.ndarray] = {}
+    seen: set[str] = set()
+    no_graph = 0
+    t0 = time.time()
+    with _progress(len(graphs), "align") as bar:
+        for utt, x in read_matrices(a.loglikes):
+            bar.update()
+            if utt in seen:
+                raise PynnetError(f"utterance '{utt}' appears twice in the log-likelihoods {a.loglikes}")
+            seen.add(utt)
+            g = graphs.pop(utt, None)   # (each graph is aligned to once, so it is not copied)
+            if g is None:
+                print(f"WARNING: no training graph for utterance {utt}", file=sys.stderr)
+                no_graph += 1
+                continue
+            if g.num_states == 0:
+                print(f"WARNING: empty training graph for utterance {utt}", file=sys.stderr)
+                no_graph += 1
+                continue
+            if x.shape[0] == 0:
+                print(f"WARNING: empty log-likelihood matrix for utterance {utt}", file=sys.stderr)
+            ali = aligner.align_loglikes(utt, g, x)
+            if ali is None:
+                print(f"WARNING: alignment failed for utterance {utt} even with retry beam {a.retry_beam}",
+                      file=sys.stderr)
+                continue
+            out[utt] = ali
+    if not seen:
+        raise PynnetError(f"no utterances in the log-likelihoods {a.loglikes}")
+    write_alignments(ali_path, out)
+    s = aligner.stats
+    if no_graph:
+        print(f"WARNING: {no_graph} utterances have log-likelihoods but no training graph", file=sys.stderr)
+    if s.failed:
+        print(f"WARNING: {len(s.failed)} utterances failed to align: {' '.join(s.failed[:20])}"
+              f"{' ...' if len(s.failed) > 20 else ''}", file=sys.stderr)
+    log(s.summary() + f"; {no_graph} without a graph ({time.time() - t0:.1f} s, "
+        f"process CPU {time.process_time():.1f} s)")
+    return 0 if out else 1
 
 
 # --------------------------------------------------------------------------- model tools
