@@ -1,5 +1,5 @@
-"""Data-directory programs behind utils/*data*.sh, split_scp.pl, filter_scp.pl and the
-utt2spk/spk2utt converters (Kaldi argument conventions)."""
+"""Data-directory programs behind utils/*data*.sh, split_scp.pl, filter_scp.pl, filter_scps.pl,
+subset_scp.pl and the utt2spk/spk2utt converters (Kaldi argument conventions)."""
 from __future__ import annotations
 
 import os
@@ -371,6 +371,119 @@ def filter_scp_main(argv: list[str] | None = None) -> int:
         key = fields[field - 1] if field > 0 else fields[field]
         if (key in ids) != exclude:
             out.write(line + "\n")
+    return 0
+
+
+SUBSET_USAGE = ("subset_scp.pl [--quiet] [--first|--last] <N> <in.scp> > <out.scp>\n"
+                " picks N lines spread evenly through the file (Kaldi's choice), or the first/last N;\n"
+                " --quiet: asking for more lines than there are gives them all instead of an error")
+
+
+@cli
+def subset_scp_main(argv: list[str] | None = None) -> int:
+    """Kaldi's utils/subset_scp.pl: the same lines in the same order."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print("usage: " + SUBSET_USAGE, file=sys.stderr)
+        return 0
+    quiet = first = last = False
+    # (Kaldi's takes its options in this order only)
+    for flag in ("--quiet", "--first", "--last"):
+        if args[:1] == [flag]:
+            args.pop(0)
+            quiet, first, last = quiet or flag == "--quiet", first or flag == "--first", last or flag == "--last"
+    if len(args) != 2 or (args[0].startswith("-") and ascii_int(args[0]) is None):
+        usage_error("expected <N> <in.scp>" if len(args) != 2 else f"unknown option {args[0]}", SUBSET_USAGE)
+    n = ascii_int(args[0])
+    if n is None or n <= 0:
+        fail(f"<N> must be a positive integer, got '{args[0]}'")
+    path = _input_path(args[1])
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        fail("no such file", args[1])
+    last_line = lines.pop()     # lines end at \n only, as perl's
+    lines = [ln + b"\n" for ln in lines] + ([last_line] if last_line else [])
+    if n > len(lines):
+        if not quiet:
+            fail(f"you requested more lines than there are: {n} > {len(lines)} (--quiet gives them all)", args[1])
+        n = len(lines)
+    picked = lines[:n] if first else lines[len(lines) - n:] if last else D.evenly_spaced(lines, n)
+    sys.stdout.buffer.writelines(picked)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+FILTER_SCPS_USAGE = ("filter_scps.pl [-f <field>] [--no-warn] JOB=<a>:<b> <id-list-pattern> <in.scp> <out-pattern>\n"
+                     " e.g. filter_scps.pl JOB=1:10 data/train/split10/JOB/spk2utt data/train/feats.scp "
+                     "data/train/split10/JOB/feats.scp\n"
+                     " writes, for each job, the lines of <in.scp> whose <field>-th field (default 1) is the first "
+                     "field of a line of that job's id list")
+
+
+@cli
+def filter_scps_main(argv: list[str] | None = None) -> int:
+    """Kaldi's utils/filter_scps.pl: filter_scp.pl over a range of jobs, reading <in.scp> once."""
+    import re
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    field, warn = 1, True
+    while args and args[0] in ("-f", "--no-warn", "-h", "--help"):
+        a = args.pop(0)
+        if a in ("-h", "--help"):
+            print("usage: " + FILTER_SCPS_USAGE, file=sys.stderr)
+            return 0
+        if a == "--no-warn":
+            warn = False
+        else:
+            v = args.pop(0) if args else ""
+            field = ascii_int(v) or 0
+            if field <= 0:
+                fail(f"-f needs a field number (1-based), got '{v}'")
+    if len(args) != 4:
+        usage_error("expected 4 arguments", FILTER_SCPS_USAGE)
+    spec, id_pattern, in_scp, out_pattern = args
+    m = re.fullmatch(r"([A-Za-z_]\w*)=(\d+):(\d+)", spec)
+    if not m:
+        fail(f"bad job-range specifier '{spec}': expected e.g. JOB=1:10")
+    name, start, end = m.group(1), int(m.group(2)), int(m.group(3))
+    if start > end:
+        fail(f"invalid job range {spec}")
+    for what, pat in (("filter files", id_pattern), ("output files", out_pattern)):
+        if name not in pat and end > start:
+            fail(f"{end - start + 1} jobs but one of the {what}: '{pat}' does not contain {name}")
+    id2jobs: dict[str, list[int]] = {}
+    for job in range(start, end + 1):
+        for _, key, _ in _raw_lines(id_pattern.replace(name, str(job))):
+            id2jobs.setdefault(key, []).append(job)
+    outputs: dict[int, list[str]] = {job: [] for job in range(start, end + 1)}
+    uncovered = multiply = False
+    src = _input_path(in_scp)
+    for n, key, line in _raw_lines(src):
+        if field != 1:
+            fields = split_fields(line)
+            if field > len(fields):
+                fail(f"line has {len(fields)} fields, cannot select field {field}", in_scp, n)
+            key = fields[field - 1]
+        jobs = id2jobs.get(key)
+        if jobs is None:
+            uncovered = True
+            continue
+        multiply |= len(jobs) > 1
+        for job in jobs:
+            outputs[job].append(line + "\n")
+    for job, lines in outputs.items():
+        out = out_pattern.replace(name, str(job))
+        with _open_out(out) as f:
+            f.writelines(lines)
+        if not lines and warn:
+            print(f"filter_scps.pl: warning: output to {out} is empty", file=sys.stderr)
+    if uncovered and warn:
+        print("filter_scps.pl: warning: some input lines did not get output", file=sys.stderr)
+    if multiply and warn:
+        print("filter_scps.pl: warning: some input lines were output to multiple files "
+              "[OK if splitting per utt]", file=sys.stderr)
     return 0
 
 
