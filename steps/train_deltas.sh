@@ -22,6 +22,7 @@ power=0.25       # Gaussians per pdf ~ occupancy^power
 cluster_thresh=-1  # for build-tree post-clustering
 delta_opts=      # add-deltas options, e.g. "--delta-order=3" (default: order 2)
 cmvn_opts=       # default: as the alignment dir's
+norm_vars=false  # deprecated (Kaldi's too): prefer --cmvn-opts "--norm-vars=true"
 context_opts=    # e.g. "--context-width 3 --central-position 1"
 # End configuration section.
 
@@ -76,6 +77,7 @@ oov=$(cat $lang/oov.int)
 ciphonelist=$(cat $lang/phones/context_indep.csl)
 
 [ -z "$cmvn_opts" ] && cmvn_opts=$(cat $alidir/cmvn_opts 2>/dev/null || true)
+[ "$norm_vars" = true ] && cmvn_opts="--norm-vars=true $cmvn_opts"
 . steps/libs/train_gmm.sh
 gmm_train_setup  # sdata, feat_opts, cache_opts, boost_opts
 

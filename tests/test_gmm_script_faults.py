@@ -267,3 +267,11 @@ def test_a_killed_decode_leaves_no_previous_wer_to_report(gmm_decode_setup):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and f"no {dec}/lat.2.gz (of num_jobs 2): decoding incomplete?" in r.stderr, r.stderr
     assert not (dec / "scoring_kaldi/best_wer").exists()
+
+
+def test_train_deltas_norm_vars(work):
+    """Kaldi's deprecated --norm-vars true (train_mono.sh and train_deltas.sh) means
+    --cmvn-opts --norm-vars=true, recorded in the experiment's cmvn_opts for later stages."""
+    sh(work, "steps/train_deltas.sh", "--norm-vars", "true", "--num-iters", "2", "20", "100", "data/train", "lang",
+       "exp/mono", "exp/tri_nv")
+    assert "--norm-vars=true" in (work / "exp/tri_nv/cmvn_opts").read_text().split()
