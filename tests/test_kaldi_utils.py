@@ -63,23 +63,10 @@ def kaldi_env(root: Path) -> dict:
 
 
 def feat_to_len_shim(root: Path) -> None:
-    """A `feat-to-len` for Kaldi's scripts: ours, without Kaldi's --print-args, and with an
-    "scp:<command>|" rspecifier run into a file first (pynnet-feat-to-len reads scp files)."""
+    """Kaldi's `feat-to-len` for Kaldi's scripts: ours, as it is (it takes --print-args and
+    "scp:<command> |" rspecifiers as Kaldi's does)."""
     (root / "bin").mkdir(exist_ok=True)
-    shim = root / "bin/feat-to-len"
-    shim.write_text(f"""#!/usr/bin/env bash
-t=$(mktemp); trap 'rm -f "$t"' EXIT
-args=()
-for a in "$@"; do
-  case "$a" in
-    --print-args=*) ;;
-    scp:*"|") c=${{a#scp:}}; bash -c "${{c%|}}" > "$t" || exit 1; args+=("scp:$t") ;;
-    *) args+=("$a") ;;
-  esac
-done
-{VENV_BIN}/pynnet-feat-to-len "${{args[@]}}"
-""")
-    shim.chmod(0o755)
+    (root / "bin/feat-to-len").symlink_to(VENV_BIN / "pynnet-feat-to-len")
 
 
 def write_feats(d: Path, frames: dict[str, int], ark: Path) -> None:

@@ -93,3 +93,27 @@ def test_memory_is_kaldiio_own(tmp_path):
     ours = peak(lambda: len(load_scp(str(nbsp))))
     theirs = peak(lambda: len(kaldiio.load_scp(str(plain))))
     assert ours < 1.3 * theirs, (ours, theirs, size)
+
+
+def test_scp_rspecifier_from_a_command(tmp_path, capsys):
+    """Kaldi's ``scp:cmd |`` (e.g. ``scp:utils/filter_scp.pl list feats.scp |``): the matrices of
+    the listing the command prints; a failing command, or a listing naming a missing ark, is one
+    error line naming the rspecifier (pynnet-feat-to-len, as Kaldi's get_utt2num_frames.sh calls it)."""
+    from pynnet.bin.feat import feat_to_len
+    from pynnet.feat.tables import read_matrices
+
+    mats = {f"u{i}": np.full((i + 2, 3), i, np.float32) for i in range(4)}
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path}/a.ark,{tmp_path}/a.scp") as w:
+        for k, m in mats.items():
+            w(k, m)
+    got = dict(read_matrices(f"scp:grep -v u2 {tmp_path}/a.scp |"))
+    assert sorted(got) == ["u0", "u1", "u3"] and all(np.array_equal(got[k], mats[k]) for k in got)
+    assert feat_to_len(["--print-args=false", f"scp:head -n 2 {tmp_path}/a.scp |", f"ark,t:{tmp_path}/len"]) == 0
+    assert (tmp_path / "len").read_text() == "u0 2\nu1 3\n"
+    for spec, msg in ((f"scp:grep -v u {tmp_path}/a.scp | false |", "command failed (exit status 1)"),
+                      ("scp:echo u1 nope.ark:3 |", "No such file or directory: 'nope.ark'")):
+        capsys.readouterr()
+        assert feat_to_len([spec, f"ark,t:{tmp_path}/len2"]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and spec in err[0] and msg in err[0], err
+        assert not (tmp_path / "len2").exists()

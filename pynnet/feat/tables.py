@@ -2,7 +2,7 @@
 
 wspecifiers: ``ark,scp:x.ark,x.scp`` (binary ark + scp with absolute-or-given ark path),
 ``ark:x.ark``, ``ark,t:x.txt``, ``ark:-`` (stdout). rspecifiers: ``scp:x.scp``, ``ark:x.ark``,
-``ark:-``, ``ark:cmd |``, or a bare path ending in .scp/.ark. Integer/real tables (utt2num_frames, utt2dur):
+``ark:-``, ``ark:cmd |``, ``scp:cmd |``, or a bare path ending in .scp/.ark. Integer/real tables (utt2num_frames, utt2dur):
 ``ark,t:path`` or a bare path.
 """
 from __future__ import annotations
@@ -157,12 +157,15 @@ class MatrixWriter:
 
 def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
     """Iterate (key, matrix) over ``scp:x.scp`` / ``ark:x.ark`` / ``ark:-`` / ``ark:cmd |`` /
-    bare x.scp or x.ark."""
+    ``scp:cmd |`` / bare x.scp or x.ark."""
     import kaldiio
 
     opts, rest = _split_spec(rspecifier)
     if "ark" in opts and "scp" not in opts and rest.rstrip().endswith("|"):
         yield from _read_ark_pipe(rest.rstrip()[:-1].strip())
+        return
+    if "scp" in opts and rest.rstrip().endswith("|"):
+        yield from _read_scp_pipe(rest.rstrip()[:-1].strip())
         return
     if not opts:
         if rspecifier.endswith(".scp"):
@@ -184,6 +187,27 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
                     yield key, mat
     except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
         fail(f"cannot read matrices: {str(e) or type(e).__name__}", rest)
+
+
+def _read_scp_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
+    """Matrices of the scp listing a command prints (Kaldi's ``scp:cmd |``, e.g.
+    ``scp:utils/filter_scp.pl list feats.scp |``). The listing is read whole first (a few lines
+    per utterance), so a failing command is an error before any matrix is returned."""
+    import subprocess
+    import tempfile
+
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        why = r.stderr.decode(errors="replace").strip().splitlines()
+        fail(f"command failed (exit status {r.returncode}){': ' + why[-1] if why else ''}", f"scp:{cmd} |")
+    with tempfile.TemporaryDirectory(prefix="pynnet-scp-") as tmp:
+        listing = os.path.join(tmp, "listing.scp")
+        with open(listing, "wb") as f:
+            f.write(r.stdout)
+        try:
+            yield from load_scp_sequential(listing)
+        except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:
+            fail(f"cannot read matrices: {str(e) or type(e).__name__}", f"scp:{cmd} |")
 
 
 def _read_ark_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
