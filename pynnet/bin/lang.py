@@ -137,3 +137,70 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     print(f"mkgraph: {a.graph_dir}/HCLG.fst: {info.hclg_states} states, {info.hclg_arcs} arcs "
           f"in {info.seconds:.1f}s ({info.cpu_seconds:.1f}s CPU)", file=sys.stderr)
     return 0
+
+
+@cli
+def validate_dict_dir_main(argv: list[str] | None = None) -> int:
+    from pynnet.bin._cli import prog_name
+    from pynnet.hmm.lang import validate_dict_dir
+
+    p = parser("pynnet-validate-dict-dir",
+               "Check a dict dir (data/local/dict) as Kaldi's utils/validate_dict_dir.pl does: everything "
+               "prepare_lang refuses, and besides carriage returns (DOS line ends), whitespace other than "
+               "spaces and tabs, a last line without newline, phone names ending in _B/_E/_I/_S, a "
+               "lexicon.txt beside lexiconp.txt that disagrees with it, phones on one line of "
+               "nonsilence_phones.txt that no line of extra_questions.txt tells apart. Progress on stdout, "
+               "then '--> SUCCESS [validating dictionary directory <dir>]'; the first error is one line "
+               "on stderr (exit 1); nonsilence phones no word uses are a WARNING line. Not supported "
+               "(an error, as prepare_lang refuses them): lexiconp_silprob.txt, silprob.txt, "
+               "nonterminals.txt; files that are not UTF-8.")
+    p.add_argument("dict_dir")
+    a = p.parse_args(argv)
+    d = a.dict_dir.rstrip("/") or "/"
+    for w in validate_dict_dir(d, say=print):
+        print(f"WARNING ({prog_name()}): {w}", file=sys.stderr)
+    print(f"--> SUCCESS [validating dictionary directory {d}]")
+    return 0
+
+
+@cli
+def validate_lang_main(argv: list[str] | None = None) -> int:
+    from pynnet.bin._cli import prog_name
+    from pynnet.hmm.lang import MAX_WORDS_THROUGH_L, validate_lang_dir
+
+    p = parser("pynnet-validate-lang",
+               "Check a lang dir (with G.fst if it has one) as Kaldi's utils/validate_lang.pl does: "
+               "phones.txt and words.txt (unique symbols and ids, <eps> 0, <s> and </s> with a G.fst); "
+               "phones/{silence,nonsilence,optional_silence,context_indep,disambig}.{txt,int,csl}, "
+               "roots, sets, extra_questions, word_boundary, wdisambig* against phones.txt and each "
+               "other; topo covering every phone once; oov.{txt,int}; L.fst and L_disambig.fst "
+               "(readable, labels in the tables, olabel-sorted, #0 self-loops on L_disambig's final "
+               f"states, the best path for up to {MAX_WORDS_THROUGH_L} words of words.txt spells them "
+               "with the word boundaries of word_boundary.txt); G.fst (readable, labels in words.txt, "
+               "ilabel-sorted, no <s>/</s> on arcs, disambiguation symbols only on back-off arcs with "
+               "<eps> output, no cycle of disambiguation/<eps> arcs, determinizable alone and composed "
+               "with L_disambig). Not checked: L through random paths (Kaldi's; we take the best "
+               "path of one word sequence), determinizability beyond 2 x the states + 100000 "
+               "(reported as an error), subword lang dirs (subword_separator.txt: refused) and "
+               "grammar (#nonterm) symbols beyond letting them through. Progress on stdout, then "
+               "'--> SUCCESS [validating lang directory <dir>]' (or Kaldi's '--> WARNING (check output "
+               "above for warnings)' after WARNING lines on stderr), exit 0; the first error is one "
+               "line on stderr, exit 1.")
+    p.add_argument("--skip-determinization-check", action="store_true",
+                   help="do not determinize G.fst and L_disambig.fst o G.fst (slow for big LMs)")
+    p.add_argument("--skip-disambig-check", action="store_true",
+                   help="do not check phones/disambig.{txt,int,csl} (lang dirs without disambiguation symbols)")
+    p.add_argument("--skip-generate-words-check", action="store_true",
+                   help="do not send a word sequence through L.fst and L_disambig.fst")
+    p.add_argument("lang_dir")
+    a = p.parse_args(argv)
+    d = a.lang_dir.rstrip("/") or "/"
+    warnings = validate_lang_dir(d, skip_determinization_check=a.skip_determinization_check,
+                                 skip_disambig_check=a.skip_disambig_check,
+                                 skip_generate_words_check=a.skip_generate_words_check, say=print)
+    sys.stdout.flush()
+    for w in warnings:
+        print(f"WARNING ({prog_name()}): {w}", file=sys.stderr)
+    print("--> WARNING (check output above for warnings)" if warnings
+          else f"--> SUCCESS [validating lang directory {d}]")
+    return 0
