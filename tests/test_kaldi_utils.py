@@ -463,3 +463,47 @@ def test_shuffle_list_errors_and_seeds(tmp_path):
     assert r.returncode == 1 and r.stderr.startswith("Usage: shuffle_list.pl") and r.stdout == ""
     line = one_error_line(run(UTILS / "shuffle_list.pl", tmp_path / "nolist"))
     assert line.startswith(f"shuffle_list.pl: cannot open {tmp_path / 'nolist'}")
+
+
+def test_prepare_lang_share_silence_phones(tmp_path):
+    """--share-silence-phones true (Kaldi's): one 'not-shared not-split' root for all silence
+    phones, so the monophone and the tree-clustered triphone systems give sil and spn the same
+    pdf for each HMM state (they differ only in transitions); the lang dir validates."""
+    import sys
+    sys.path.insert(0, str(TOP / "tests"))
+    from gmm_corpus import make_corpus, make_dict, sh
+    from pynnet.hmm.model_io import read_transition_model
+
+    make_corpus(str(tmp_path), num_spk=2, utts_per_spk=6, seed=2)
+    for x in ("steps", "utils"):
+        (tmp_path / x).symlink_to(TOP / x)
+    d = tmp_path / "dict_spn"
+    make_dict(str(d))
+    (d / "silence_phones.txt").write_text("sil\nspn\n")
+    (d / "lexicon.txt").write_text((d / "lexicon.txt").read_text().replace("<unk> sil", "<unk> spn"))
+    sh(tmp_path, "utils/prepare_lang.sh", "--share-silence-phones", "true", "dict_spn", "<unk>", "tmp_s", "lang_s")
+    roots = (tmp_path / "lang_s/phones/roots.txt").read_text().splitlines()
+    assert roots[0].split()[:2] == ["not-shared", "not-split"] and {"sil", "spn", "sil_B", "spn_E"} <= set(roots[0].split())
+    assert all(r.startswith("shared split ") for r in roots[1:])
+    assert (tmp_path / "lang_s/phones/sets.txt").read_text().splitlines()[0] == " ".join(roots[0].split()[2:])
+    assert "SUCCESS" in sh(tmp_path, "utils/validate_lang.pl", "--skip-determinization-check", "lang_s").stdout
+    sh(tmp_path, "steps/train_mono.sh", "--nj", "1", "--num-iters", "2", "--totgauss", "60", "data/train", "lang_s",
+       "exp/mono")
+    sh(tmp_path, "steps/train_deltas.sh", "--num-iters", "2", "40", "200", "data/train", "lang_s", "exp/mono", "exp/tri")
+    phones = {p: int(i) for p, i in (ln.split() for ln in (tmp_path / "lang_s/phones.txt").read_text().splitlines())}
+    for exp in ("mono", "tri"):
+        tm = read_transition_model(str(tmp_path / "exp" / exp / "final.mdl"))
+        pdfs: dict[int, dict[int, set[int]]] = {}
+        for p, s, fwd, loop in (t.__getstate__() for t in tm.tuples):  # (phone, state, pdf, loop pdf)
+            pdfs.setdefault(p, {}).setdefault(s, set()).update((fwd, loop))
+        sil_ids = [phones[p] for p in roots[0].split()[2:] if phones[p] in pdfs]
+        assert len(sil_ids) >= 2, exp
+        assert all(pdfs[i] == pdfs[sil_ids[0]] for i in sil_ids), exp
+        # the non-silence phones keep pdfs of their own
+        nonsil = {phones[f"a_{x}"] for x in "BE"} & set(pdfs)
+        assert all(not (set().union(*pdfs[i].values()) & set().union(*pdfs[sil_ids[0]].values())) for i in nonsil)
+    # without the option: sil and spn have pdfs of their own
+    sh(tmp_path, "utils/prepare_lang.sh", "dict_spn", "<unk>", "tmp_n", "lang_n")
+    assert all(r.startswith("shared split ") for r in (tmp_path / "lang_n/phones/roots.txt").read_text().splitlines())
+    assert 'expected "true" or "false" for --share-silence-phones' in one_error_line(
+        run(UTILS / "prepare_lang.sh", "--share-silence-phones", "yes", "dict_spn", "<unk>", "tmp_x", "lang_x", cwd=tmp_path))

@@ -24,12 +24,10 @@ Options:
 . "$__top/utils/parse_options.sh" || exit 1
 
 if [ $# -ne 4 ]; then printf "%s\n" "$help_message" >&2; exit 1; fi
-if [ "$share_silence_phones" != false ]; then
-  echo "$0: --share-silence-phones true is not supported" >&2; exit 1
-fi
 srcdir=$1; oov_word=$2; tmpdir=$3; dir=$4
 [ -d "$srcdir" ] || { echo "$0: no such directory $srcdir" >&2; exit 1; }
 exec pynnet-prepare-lang --position-dependent-phones "$position_dependent_phones" \
+  --share-silence-phones "$share_silence_phones" \
   ${phone_symbol_table:+--phone-symbol-table "$phone_symbol_table"} \
   --num-sil-states "$num_sil_states" --num-nonsil-states "$num_nonsil_states" \
   --sil-prob "$sil_prob" "$srcdir" "$oov_word" "$tmpdir" "$dir"

@@ -2,19 +2,12 @@
 utils/format_lm.sh, utils/mkgraph.sh and steps/train_lm.sh)."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import float_opt, int_opt, parser
+from pynnet.bin._opts import float_opt, int_opt, kaldi_bool, parser
 from pynnet.io.errors import PynnetError, fail
-
-
-def _bool(s: str) -> bool:
-    if s not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got '{s}'")
-    return s == "true"
 
 
 @cli
@@ -23,10 +16,12 @@ def prepare_lang_main(argv: list[str] | None = None) -> int:
 
     p = parser("pynnet-prepare-lang",
                "Make a Kaldi lang dir from a dict dir (utils/prepare_lang.sh).")
-    p.add_argument("--position-dependent-phones", type=_bool, default=True)
+    p.add_argument("--position-dependent-phones", type=kaldi_bool, default=True)
     p.add_argument("--num-sil-states", type=int_opt, default=5)
     p.add_argument("--num-nonsil-states", type=int_opt, default=3)
     p.add_argument("--sil-prob", type=float_opt, default=0.5)
+    p.add_argument("--share-silence-phones", type=kaldi_bool, default=False,
+                   help="all silence phones share one set of pdfs (they differ only in transitions)")
     p.add_argument("--phone-symbol-table", default="",
                    help="keep the phone ids of this phones.txt (e.g. the lang dir a model was trained with)")
     p.add_argument("dict_src_dir")
@@ -39,7 +34,8 @@ def prepare_lang_main(argv: list[str] | None = None) -> int:
     lang = prepare_lang(a.dict_src_dir, a.oov_dict_entry, a.tmp_dir, a.lang_dir,
                         position_dependent=a.position_dependent_phones, num_sil_states=a.num_sil_states,
                         num_nonsil_states=a.num_nonsil_states, sil_prob=a.sil_prob,
-                        phone_symbol_table=a.phone_symbol_table or None)
+                        phone_symbol_table=a.phone_symbol_table or None,
+                        share_silence_phones=a.share_silence_phones)
     print(f"prepare_lang: {a.lang_dir}: {len(lang.words) - 4} words, "
           f"{len(lang.silence_phones) + len(lang.nonsilence_phones)} phones, "
           f"{len(lang.disambig_phones)} disambiguation symbols", file=sys.stderr)
@@ -60,7 +56,7 @@ def train_lm_main(argv: list[str] | None = None) -> int:
     p.add_argument("--unk", default=UNK, help="the OOV word (use the lang's oov.txt word)")
     p.add_argument("--prune", type=float_opt, default=0.0,
                    help="relative-entropy pruning threshold (SRILM ngram -prune), e.g. 1e-7; 0: none")
-    p.add_argument("--text-has-uttid", type=_bool, default=False,
+    p.add_argument("--text-has-uttid", type=kaldi_bool, default=False,
                    help="true: the text is a Kaldi 'text' file (first field is the utterance id)")
     p.add_argument("text")
     p.add_argument("out_arpa")
@@ -79,7 +75,7 @@ def lm_ppl_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.lm import BackoffLM, perplexity, read_sentences
 
     p = parser("pynnet-lm-ppl", "Perplexity of an ARPA LM on a text (SRILM ngram -unk -ppl output format).")
-    p.add_argument("--text-has-uttid", type=_bool, default=False)
+    p.add_argument("--text-has-uttid", type=kaldi_bool, default=False)
     p.add_argument("lm")
     p.add_argument("text")
     a = p.parse_args(argv)
@@ -109,7 +105,7 @@ def mkgraph_main(argv: list[str] | None = None) -> int:
     p = parser("pynnet-mkgraph", "Build HCLG.fst (utils/mkgraph.sh).")
     p.add_argument("--self-loop-scale", type=float_opt, default=0.1)
     p.add_argument("--transition-scale", type=float_opt, default=1.0)
-    p.add_argument("--remove-oov", type=_bool, default=False, help="remove the OOV word's arcs from G")
+    p.add_argument("--remove-oov", type=kaldi_bool, default=False, help="remove the OOV word's arcs from G")
     p.add_argument("lang_test_dir")
     p.add_argument("model_dir", help="has final.mdl and tree")
     p.add_argument("graph_dir")

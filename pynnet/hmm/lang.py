@@ -339,12 +339,14 @@ def _write_lines(path: str, lines) -> None:
 
 def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
                  position_dependent: bool = True, num_sil_states: int = 5, num_nonsil_states: int = 3,
-                 sil_prob: float = 0.5, phone_symbol_table: str | None = None) -> "Lang":
+                 sil_prob: float = 0.5, phone_symbol_table: str | None = None,
+                 share_silence_phones: bool = False) -> "Lang":
     """Build a Kaldi lang dir from a dict dir (utils/prepare_lang.sh). The lang dir is assembled in
     a temporary directory next to ``lang_dir`` and renamed into place, so a failure leaves nothing
     half-written. ``tmp_dir`` receives the intermediate lexicons as Kaldi's does.
     ``phone_symbol_table`` (Kaldi's --phone-symbol-table, e.g. an existing lang dir's phones.txt):
-    the phones keep that table's ids, so models trained with it fit the new lang dir."""
+    the phones keep that table's ids, so models trained with it fit the new lang dir.
+    ``share_silence_phones`` (Kaldi's --share-silence-phones): all silence phones share their pdfs."""
     import kaldi_hmm_gmm  # noqa: F401
     import kaldifst
 
@@ -359,6 +361,12 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
     variants = {p: _phone_variants(p, True, pd) for line in d.silence_lines for p in line}
     variants.update({p: _phone_variants(p, False, pd) for line in d.nonsilence_lines for p in line})
     sets = [[v for p in line for v in variants[p]] for line in d.silence_lines + d.nonsilence_lines]
+    if share_silence_phones:
+        # one tree root for every silence phone: 'not-shared not-split', so each HMM state keeps
+        # its own pdf, shared by all silence phones, which differ only in transitions (Kaldi's)
+        sets = [[v for line in d.silence_lines for p in line for v in variants[p]]] + sets[len(d.silence_lines):]
+    root_kinds = ["not-shared not-split " if share_silence_phones and i == 0 else "shared split "
+                  for i in range(len(sets))]
     extra_q = [[v for p in q for v in variants[p]] for q in d.extra_questions]
     if pd:
         for suf in POS_SUFFIXES:
@@ -413,12 +421,13 @@ def prepare_lang(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str, *,
         phone_set_files("disambig", disambig)
         phone_set_files("context_indep", sil_phones)
 
-        def multi_files(name: str, rows: list[list[str]], prefix: str = "") -> None:
-            _write_lines(P("phones", name + ".txt"), (prefix + " ".join(r) for r in rows))
-            _write_lines(P("phones", name + ".int"), (prefix + " ".join(str(phones[p]) for p in r) for r in rows))
+        def multi_files(name: str, rows: list[list[str]], prefixes: list[str] | None = None) -> None:
+            pre = prefixes or [""] * len(rows)
+            _write_lines(P("phones", name + ".txt"), (x + " ".join(r) for x, r in zip(pre, rows)))
+            _write_lines(P("phones", name + ".int"), (x + " ".join(str(phones[p]) for p in r) for x, r in zip(pre, rows)))
 
         multi_files("sets", sets)
-        multi_files("roots", sets, "shared split ")
+        multi_files("roots", sets, root_kinds)
         multi_files("extra_questions", extra_q)
         if pd:
             def boundary(p: str) -> str:
