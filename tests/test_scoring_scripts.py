@@ -3,6 +3,7 @@ steps/scoring/score_kaldi_cer.sh (character error rate) and steps/decode_si.sh, 
 system of tests/test_decode.py."""
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 
@@ -139,9 +140,9 @@ def test_score_kaldi_cer_errors(decoded):
     # --stage 2 needs the hypotheses of a word scoring with the same grid
     r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", *GRID, str(data), str(graph), str(dec))
     assert r.returncode == 1
-    assert r.stderr.strip() == (f"{ROOT}/steps/scoring/score_kaldi_cer.sh: no {dec}/scoring_kaldi/penalty_0.0/1.txt: "
-                                "score the words first (steps/scoring/score_kaldi_wer.sh with the same grid "
-                                "options), or use --stage 0")
+    assert r.stderr.strip() == (f"{ROOT}/steps/scoring/score_kaldi_cer.sh: no {dec}/scoring_kaldi/penalty_0.0/1.txt "
+                                "(the word hypotheses are missing): score the words first (steps/score_kaldi.sh "
+                                "or steps/scoring/score_kaldi_wer.sh with the same grid options), or use --stage 0")
     assert not list(dec.glob("cer_*"))
     r = _sh("steps/scoring/score_kaldi_cer.sh", "--decode-mbr", "true", str(data), str(graph), str(dec))
     assert r.returncode == 1 and "--decode-mbr true is not supported" in r.stderr
@@ -169,3 +170,45 @@ def test_decode_si_is_decode_sh(tmp_path):
     assert decode("steps/decode_si.sh", "si", "--model", str(exp / "final.alimdl")) != plain
     r = _sh("steps/decode_si.sh", "--nj", "2", str(graph), str(data))
     assert r.returncode == 1 and r.stderr.startswith("Usage: ")
+
+
+def test_cer_stage_2_does_not_score_stale_hypotheses(decoded):
+    """The word hypotheses of an earlier scoring go when the lattices are scored again (and the
+    best paths fail) or decoded again: a CER --stage 2 run then says they are missing, one line,
+    rather than printing a CER of the old lattices; a failed run leaves no grid.N behind."""
+    exp, graph, data = decoded
+    dec = _copy_decode(exp, "decode_stale")
+    r = _sh("steps/score_kaldi.sh", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert (dec / "scoring_kaldi" / "penalty_0.0" / "1.txt").exists()
+    missing = (f"{ROOT}/steps/scoring/score_kaldi_cer.sh: no {dec}/scoring_kaldi/penalty_0.0/1.txt (the word "
+               "hypotheses are missing): score the words first (steps/score_kaldi.sh or "
+               "steps/scoring/score_kaldi_wer.sh with the same grid options), or use --stage 0")
+
+    # lat.1.gz truncated: the word scoring fails, and takes the old hypotheses with it
+    text = gzip.decompress((dec / "lat.1.gz").read_bytes())
+    (dec / "lat.1.gz").write_bytes(gzip.compress(text[:len(text) // 2]))
+    r = _sh("steps/score_kaldi.sh", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 1 and "best_path" in r.stderr, r.stderr + r.stdout
+    assert not list((dec / "scoring_kaldi").glob("grid.*"))
+    assert not list((dec / "scoring_kaldi").glob("penalty_*/*.txt"))
+    assert not list(dec.glob("wer_*")) and not (dec / "scoring_kaldi" / "best_wer").exists()
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 1 and r.stderr.strip() == missing, r.stderr + r.stdout
+    assert "%WER" not in r.stdout and not list(dec.glob("cer_*"))
+
+    # scored again, then decoded again (steps/decode.sh --skip-scoring true): the new lattices'
+    # hypotheses are not there yet, so --stage 2 has nothing to score
+    for f in ("lat.1.gz", "lat.2.gz"):
+        shutil.copy(exp / "decode" / f, dec / f)
+    r = _sh("steps/scoring/score_kaldi_cer.sh", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert list((dec / "scoring_kaldi").glob("penalty_*/*.chars.txt"))
+    r = _sh("steps/decode.sh", "--nj", "2", "--skip-scoring", "true", str(graph), str(data), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert not list((dec / "scoring_kaldi").glob("penalty_*/*.txt"))
+    assert not list(dec.glob("wer_*")) and not list(dec.glob("cer_*"))
+    assert not (dec / "scoring_kaldi" / "wer_details").exists()
+    assert not (dec / "scoring_kaldi" / "cer_details").exists()
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", *GRID, str(data), str(graph), str(dec))
+    assert r.returncode == 1 and r.stderr.strip() == missing, r.stderr + r.stdout

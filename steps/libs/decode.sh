@@ -60,9 +60,12 @@ decode_lat_wspec() {
 # from the first failed job's log, the lattice write failure if there was one (the pipe errors of
 # the programs follow from it), else its first ERROR line; exit 1.
 decode_run_jobs() {
-  # (and the previous scoring's results: a killed decode must not leave them to be reported)
-  rm -f "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir"/cer_* "$dir/scoring_kaldi/best_wer" \
-    "$dir/scoring_kaldi/best_cer"
+  # (and the previous scoring's results, its hypotheses scoring_kaldi/penalty_<WIP>/<LMWT>.txt
+  # among them: a killed decode must not leave them to be reported, nor a later CER --stage 2
+  # score the old lattices' hypotheses as the new ones')
+  rm -rf "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir"/cer_* \
+    "$dir"/scoring_kaldi/{best_wer,best_cer,wer_details,cer_details} "$dir"/scoring_kaldi/grid.* \
+    "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp
   # shellcheck disable=SC2086
   if ! jobs_report --what decoding --prefer "^ERROR (gzip): writing " \
       $cmd --num-threads "${num_threads:-1}" JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then

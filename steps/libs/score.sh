@@ -47,31 +47,47 @@ score_grid_opts() {
 
 # score_best_paths: the best path of every lattice at every grid point, filtered (local/wer_hyp_filter),
 # as <decode-dir>/scoring_kaldi/penalty_<WIP>/<LMWT>.txt.  The results of an earlier scoring (by
-# words or characters) are removed first: they must not pass for these lattices' (nor for
-# lattices that are missing).
+# words or characters), its hypotheses included, are removed first: they must not pass for these
+# lattices' (nor for lattices that are missing or unreadable).  On failure no hypotheses and no
+# scoring_kaldi/grid.N are left: one line, exit 1.
 score_best_paths() {
+  score_clear_hyps
+  rm -rf "$dir"/wer_* "$dir"/scoring_kaldi/{best_wer,wer_details} "$dir"/cer_* \
+    "$dir"/scoring_kaldi/{best_cer,cer_details}
+  if ! _score_best_paths_run; then
+    score_clear_hyps
+    exit 1
+  fi
+}
+
+# score_clear_hyps: remove the hypotheses of every grid point (scoring_kaldi/penalty_*/*.txt, the
+# *.chars.txt of the CER scoring among them, and temp files) and the per-job scoring_kaldi/grid.N.
+score_clear_hyps() {
+  rm -rf "$dir"/scoring_kaldi/grid.* "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp
+}
+
+# (score_best_paths's work: the best paths into penalty_<WIP>/<LMWT>.txt; else one line, return 1)
+_score_best_paths_run() {
   # One pass over the lattices gives every grid point (Kaldi runs lattice-scale |
   # lattice-add-penalty | lattice-best-path once per point); one job per lat.JOB.gz.
   local nj n wip lmwt f
   nj=$(cat "$dir/num_jobs" 2>/dev/null || echo 0)
   score_grid_opts
-  rm -rf "$dir"/scoring_kaldi/grid.* "$dir"/wer_* "$dir"/scoring_kaldi/{best_wer,wer_details} \
-    "$dir"/cer_* "$dir"/scoring_kaldi/{best_cer,cer_details} "$dir"/scoring_kaldi/penalty_*/*.chars.txt
   for n in $(seq "$nj"); do
-    [ -f "$dir/lat.$n.gz" ] || { echo "$0: no $dir/lat.$n.gz (of num_jobs $nj): decoding incomplete?" >&2; exit 1; }
+    [ -f "$dir/lat.$n.gz" ] || { echo "$0: no $dir/lat.$n.gz (of num_jobs $nj): decoding incomplete?" >&2; return 1; }
   done
   if [ "$nj" -gt 0 ]; then
     # shellcheck disable=SC2086
     $cmd JOB=1:$nj "$dir/scoring_kaldi/log/best_path.JOB.log" \
       pynnet-lattice-best-path-grid "${grid_opts[@]}" --word-symbol-table "$symtab" \
         "$dir/lat.JOB.gz" "$dir/scoring_kaldi/grid.JOB" || \
-      { echo "$0: $(grep -h -m1 ^ERROR "$dir"/scoring_kaldi/log/best_path.*.log | head -1) (see $dir/scoring_kaldi/log/best_path.*.log)" >&2; exit 1; }
+      { echo "$0: $(grep -h -m1 ^ERROR "$dir"/scoring_kaldi/log/best_path.*.log | head -1) (see $dir/scoring_kaldi/log/best_path.*.log)" >&2; return 1; }
     for wip in $wips; do
       mkdir -p "$dir/scoring_kaldi/penalty_$wip"
       for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
         cat $(for n in $(seq "$nj"); do echo "$dir/scoring_kaldi/grid.$n/penalty_$wip/$lmwt.txt"; done) | \
-          sort > "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" || exit 1
-        mv "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt"
+          sort > "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" || return 1
+        mv "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt.tmp" "$dir/scoring_kaldi/penalty_$wip/$lmwt.txt" || return 1
       done
     done
     rm -rf "$dir"/scoring_kaldi/grid.*
@@ -80,27 +96,28 @@ score_best_paths() {
     $cmd "$dir/scoring_kaldi/log/best_path.log" \
       pynnet-lattice-best-path-grid "${grid_opts[@]}" --word-symbol-table "$symtab" \
         "$dir"/lat.*.gz "$dir/scoring_kaldi" || \
-      { echo "$0: $(grep -m1 ^ERROR "$dir/scoring_kaldi/log/best_path.log") (see $dir/scoring_kaldi/log/best_path.log)" >&2; exit 1; }
+      { echo "$0: $(grep -m1 ^ERROR "$dir/scoring_kaldi/log/best_path.log") (see $dir/scoring_kaldi/log/best_path.log)" >&2; return 1; }
   fi
   for wip in $wips; do
     mkdir -p "$dir/scoring_kaldi/penalty_$wip/log"
     if [ "$hyp_filtering_cmd" != cat ]; then
       for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
         f=$dir/scoring_kaldi/penalty_$wip/$lmwt.txt
-        $hyp_filtering_cmd < "$f" > "$f.tmp" && mv "$f.tmp" "$f" || exit 1
+        $hyp_filtering_cmd < "$f" > "$f.tmp" && mv "$f.tmp" "$f" || return 1
       done
     fi
   done
 }
 
 # score_check_hyps: every grid point's scoring_kaldi/penalty_<WIP>/<LMWT>.txt is there (a later
-# stage reads the hypotheses of an earlier run); else one line and exit 1.
+# stage reads the hypotheses of an earlier run; a failed word scoring and a new decode remove
+# them, so those found are the present lattices'); else one line and exit 1.
 score_check_hyps() {
   local wip lmwt f
   for wip in $wips; do
     for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
       f=$dir/scoring_kaldi/penalty_$wip/$lmwt.txt
-      [ -f "$f" ] || { echo "$0: no $f: score the words first (steps/scoring/score_kaldi_wer.sh with the same grid options), or use --stage 0" >&2; exit 1; }
+      [ -f "$f" ] || { echo "$0: no $f (the word hypotheses are missing): score the words first (steps/score_kaldi.sh or steps/scoring/score_kaldi_wer.sh with the same grid options), or use --stage 0" >&2; exit 1; }
     done
   done
 }
