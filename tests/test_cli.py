@@ -97,12 +97,16 @@ def test_ascii_int():
     (["subset_data_dir.sh", "SRC", "²", "DEST"], "<num> must be a positive integer, got '²'"),
     (["split_scp.pl", "-j", "²", "0", "in.scp"], "-j needs <num-jobs> <job-id>"),
     (["filter_scp.pl", "-f", "²", "ids"], "-f needs a field number"),
+    (["filter_scps.pl", "-f", "٣", "JOB=1:2", "ids.JOB", "in.scp", "out.JOB"], "-f needs a field number"),
+    (["filter_scps.pl", "JOB=1:٣", "ids.JOB", "in.scp", "out.JOB"], "bad job-range specifier"),
+    (["subset_scp.pl", "٣", "in.scp"], "<N> must be a positive integer"),
 ])
 def test_datadir_programs_reject_non_ascii_digits(argv, what, capsys, tmp_path):
     from pynnet.bin import datadir
     mains = {"split_data.sh": datadir.split_data_main, "remove_dup_utts.sh": datadir.remove_dup_utts_main,
              "subset_data_dir.sh": datadir.subset_main, "split_scp.pl": datadir.split_scp_main,
-             "filter_scp.pl": datadir.filter_scp_main}
+             "filter_scp.pl": datadir.filter_scp_main, "filter_scps.pl": datadir.filter_scps_main,
+             "subset_scp.pl": datadir.subset_scp_main}
     (tmp_path / "DATA").mkdir()
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -178,7 +182,8 @@ def test_no_program_takes_numbers_with_int_or_float(script, target, monkeypatch)
     assert bool(seen) == (script not in _HAND_PARSED), "no argparse parser seen" if not seen else "parses with argparse"
 
 
-_HAND_PARSED = {"pynnet-filter-scp", "pynnet-split-scp", "pynnet-subset-data-dir"}
+_HAND_PARSED = {"pynnet-filter-scp", "pynnet-filter-scps", "pynnet-split-scp", "pynnet-subset-data-dir",
+                "pynnet-subset-scp"}
 
 
 @pytest.mark.parametrize("target,argv,what", [

@@ -102,6 +102,10 @@ def test_mapped_aligner_bad_input(work, tmp_path, capsys):
     assert "WARNING: no training graph for utterance nosuchutt" in err
     assert f"WARNING: alignment failed for utterance {utts[0]}" in err
     assert list(read_alignments(str(tmp_path / "ali.gz"))) == [utts[1]]
+    # an empty matrix (Kaldi writes it 0 x 0): that utterance fails, the others align
+    rc, err = run({utts[0]: np.zeros((0, 0), np.float32), utts[1]: rng.normal(size=(300, num_pdfs)).astype(np.float32)})
+    assert rc == 0 and f"WARNING: alignment failed for utterance {utts[0]} (empty log-likelihood matrix)" in err, err
+    assert list(read_alignments(str(tmp_path / "ali.gz"))) == [utts[1]]
     # pipes and scp are refused for the graphs and the output
     capsys.readouterr()
     assert align_compiled_mapped_main([mdl, fsts, f"ark:{tmp_path}/ll.ark", "ark:|gzip -c > x.gz"]) == 1
@@ -164,5 +168,8 @@ def test_steps_nnet_align_bad_input(work, tmp_path):
                       (["--use-gpu", "maybe"], "--use-gpu must be yes, no, optional or wait")):
         r = sh(d, "steps/nnet/align.sh", *opts, "data/train", "lang", "exp/dnn", "exp/dnn_ali_x", check=False)
         assert r.returncode == 1 and msg in r.stderr, r.stderr
+    r = sh(d, "steps/nnet/align.sh", "--stage", "1", "--nj", "2", "data/train", "lang", "exp/dnn", "exp/dnn_ali_new", check=False)
+    assert r.returncode == 1 and r.stderr.strip() == \
+        "steps/nnet/align.sh: no such file exp/dnn_ali_new/log/align.1.log (run from --stage 0)", r.stderr
     r = sh(d, "steps/nnet/align.sh", "data/train", "lang", "exp/nope", "exp/dnn_ali_x", check=False)
     assert r.returncode == 1 and r.stderr.strip() == "steps/nnet/align.sh: no such file exp/nope/final.nnet"

@@ -77,6 +77,12 @@ def test_forward_kaldi_nnet1_options(setup, tmp_path, capsys):
     got = _run(root, data, "--prior-subtract", f"--class-frame-counts={tmp_path}/ali_train_pdf.counts")[utt]
     assert np.allclose(got[:, seen], logp[:, seen] - log_prior[seen], atol=1e-4)
     assert np.allclose(_run(root, data, "--apply-log=true", "--no-softmax=false")[utt], logp, atol=1e-5)
+    # a bare Kaldi boolean flag right before a positional argument is the flag alone (=true)
+    for flag, want in (("--no-softmax", logits), ("--apply-log", logp)):
+        out = tmp_path / "bare.ark"
+        assert forward_main(["--utt2spk", f"{data}/utt2spk", "--cmvn-scp", f"{data}/cmvn.scp", flag,
+                             str(root / "final.nnet"), f"scp:{data}/feats.scp", f"ark:{out}"]) == 0
+        assert np.allclose(dict(kaldiio.load_ark(str(out)))[utt], want, atol=1e-5), flag
     # bad input: one line each, nothing written
     bad = [(["--class-frame-counts", f"{tmp_path}/short.counts"], "short.counts: 3 frame counts for a model with 12 pdfs"),
            (["--class-frame-counts", f"{tmp_path}/junk.counts"], "junk.counts: expected '['"),

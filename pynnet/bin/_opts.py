@@ -57,8 +57,17 @@ class Parser(argparse.ArgumentParser):
     def _glue_values(self, argv: list[str]) -> list[str]:
         takes_value = {o for a in self._actions if a.nargs is None
                        for o in a.option_strings if o.startswith("--")}
+        # Kaldi's boolean options (nargs="?", const=True, type=kaldi_bool): a bare --flag is
+        # --flag=true and never takes the next word (Kaldi reads "--flag true" as the flag plus a
+        # positional argument)
+        bare_true = {o for a in self._actions if a.nargs == "?" and a.const is True and a.type is kaldi_bool
+                     for o in a.option_strings}
         out, i = [], 0
         while i < len(argv):
+            if argv[i] in bare_true:
+                out.append(f"{argv[i]}=true")
+                i += 1
+                continue
             if argv[i] in takes_value and i + 1 < len(argv):
                 out.append(f"{argv[i]}={argv[i + 1]}")
                 i += 2

@@ -444,7 +444,7 @@ def filter_scps_main(argv: list[str] | None = None) -> int:
     if len(args) != 4:
         usage_error("expected 4 arguments", FILTER_SCPS_USAGE)
     spec, id_pattern, in_scp, out_pattern = args
-    m = re.fullmatch(r"([A-Za-z_]\w*)=(\d+):(\d+)", spec)
+    m = re.fullmatch(r"([A-Za-z_]\w*)=(\d+):(\d+)", spec, re.ASCII)
     if not m:
         fail(f"bad job-range specifier '{spec}': expected e.g. JOB=1:10")
     name, start, end = m.group(1), int(m.group(2)), int(m.group(3))

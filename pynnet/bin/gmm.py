@@ -483,9 +483,10 @@ def align_compiled_mapped_main(argv: list[str] | None = None) -> int:
                 print(f"WARNING: empty training graph for utterance {utt}", file=sys.stderr)
                 no_graph += 1
                 continue
-            if x.shape[0] == 0:
-                print(f"WARNING: empty log-likelihood matrix for utterance {utt}", file=sys.stderr)
             ali = aligner.align_loglikes(utt, g, x)
+            if ali is None and x.size == 0:   # (Kaldi's: "Empty loglikes matrix", counted as an error)
+                print(f"WARNING: alignment failed for utterance {utt} (empty log-likelihood matrix)", file=sys.stderr)
+                continue
             if ali is None:
                 print(f"WARNING: alignment failed for utterance {utt} even with retry beam {a.retry_beam}",
                       file=sys.stderr)

@@ -75,6 +75,9 @@ class Aligner:
         import kaldi_hmm_gmm as khg
 
         x = np.asarray(loglikes)
+        if x.size == 0:     # (Kaldi writes an empty matrix as 0 x 0: no columns to check)
+            self.stats.failed.append(utt)
+            return None
         num_pdfs = int(self.tm.num_pdfs)
         if x.ndim != 2 or x.shape[1] != num_pdfs:
             raise PynnetError(f"utterance '{utt}': log-likelihoods have {x.shape[-1] if x.ndim else '?'} "

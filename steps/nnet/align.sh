@@ -123,6 +123,9 @@ if [ "$stage" -le 0 ]; then
 fi
 
 logs=$(for n in $(seq $nj); do echo $dir/log/align.$n.log; done)
+for f in $logs; do
+  [ -f $f ] || { echo "$0: no such file $f (run from --stage 0)" >&2; exit 1; }
+done
 nfail=$(cat $logs | grep -c "^WARNING: alignment failed" || true)
 ndone=$(cat $logs | sed -n 's/^LOG (pynnet-align-compiled-mapped) Done \([0-9]*\),.*/\1/p' | awk '{s += $1} END {print s + 0}')
 ntot=$(wc -l < $data/feats.scp)

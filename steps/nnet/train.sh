@@ -11,8 +11,8 @@
 # Begin configuration section.
 cmd=            # if set (e.g. run.pl), run the training through it (log in <exp-dir>/log/train.log)
 dbn=            # initialise the hidden layers from this DBN (steps/nnet/pretrain_dbn.sh)
-nn_depth=            # hidden layers (empty: 6, or the DBN's with --dbn)
-hid_dim=             # units per hidden layer (empty: 2048, or the DBN's)
+nn_depth=            # hidden layers (empty: 4, Kaldi nnet1's, or the DBN's with --dbn)
+hid_dim=             # units per hidden layer (empty: 1024, or the DBN's)
 activation=          # sigmoid | relu | pnorm (empty: sigmoid; a DBN's layers are sigmoid)
 optimizer=ngsgd      # ngsgd | sgd | adagrad
 learn_rate=0.008
