@@ -746,3 +746,31 @@ def test_real_kaldi_binary_lattices(tmp_path):
         frames = set(lo[lat.final_state]) | set(hi[lat.final_state])
         assert len(frames) == 1 and 100 < frames.pop() < 1000, key
         assert len(best_paths(lat, [10.0], [0.0])[(10.0, 0.0)]) > 0
+
+
+def test_fast_parser_leaves_compact_lattice_lines_to_the_slow_one():
+    """A CompactLattice arc ``s d w g,a,tid`` with one transition-id has six numbers, as a Lattice
+    arc has: the fast parser must not read it as one (the words were lost); nor other lines that
+    are not ``s d i o g,a`` (four fields, a final's string of transition-ids)."""
+    from pynnet.decode.lattice import _parse_fast, _parse_slow
+    text = "0\t1\t5\t0,10.5,3\n1\t2\t6\t0,1.5,4\n2\t0,0,\n"
+    assert _parse_fast(text, None) is None
+    lat = from_fst_text(text)
+    assert best_paths(lat, [10.0], [0.0])[(10.0, 0.0)] == [5, 6] == \
+        best_paths(_parse_slow(text), [10.0], [0.0])[(10.0, 0.0)]
+    assert lat.ilabel.tolist() == [3, 4] and lat.olabel.tolist() == [5, 6]
+    for odd in ("0 1 5 0,10.5,3\n1 2 6 0,1.5,4\n2 0,0,\n",          # spaces
+                "0\t1\t5\t0,10.5,3\n1\t2\t6\t7\t1.5,4\n2\t0,0\n",     # one of each kind
+                "0\t1\t5\t7\n1\t2\t6\t7\t1,2\n2\t0,0\n",              # a Lattice arc of weight One
+                "0\t1.5,2,3_4\n",                                     # a final's transition-ids
+                "0\t1\t5\t6\t1.5,2.5\n1\t0,0,3\n"):
+        assert _parse_fast(odd, None) is None, odd
+        assert np.array_equal(from_fst_text(odd).olabel, _parse_slow(odd).olabel)
+    assert from_fst_text("0\t1.5,2,3_4\n").ilabel.tolist() == [3, 4]
+    # what the fast parser takes: Lattice arcs, tab- or space-separated, as Kaldi and kaldifst print them
+    for ok in ("0\t1\t3\t5\t1.5,2.25\n1\t2\t6\t0\t0,3.5\n2\t0.5,0\n",
+               "0 1 3 5 1.5,2.25\n1  2\t6 0 0,3.5 \n2\n", "0\t1\t3\t5\t1.5,2.25\n1\t0,0"):
+        fast, slow = _parse_fast(ok, None), _parse_slow(ok)
+        assert fast is not None, ok
+        for f in ("src", "dst", "ilabel", "olabel", "graph", "acoustic", "final_state", "final_graph"):
+            assert np.array_equal(getattr(fast, f), getattr(slow, f)), (ok, f)

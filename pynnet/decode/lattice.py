@@ -103,12 +103,18 @@ def from_fst_text(text: str, start: int | None = None, where: str = "lattice",
 
 
 def _parse_fast(text: str, start: int | None) -> Lattice | None:
+    """Lattice text whose arc lines are all ``src dst ilabel olabel graph,acoustic`` (and whose
+    final weights carry no transition-ids), parsed with numpy; None for anything else."""
     finals = _FINAL_LINE.findall(text)
+    if any(f[1].count(",") > 1 for f in finals):   # a CompactLattice final: g,a,tid_tid...
+        return None
     body = _FINAL_LINE.sub("", text)
     if "_" in body:
         return None
     stripped = body.strip()
     n_lines = stripped.count("\n") + 1 if stripped else 0
+    if n_lines and not _lattice_arc_lines(stripped, n_lines):
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (garbage makes fromstring stop early: caught by the size check)
         vals = np.fromstring(body.replace(",", " "), dtype=np.float64, sep=" ") if n_lines else np.zeros(0)
@@ -129,6 +135,36 @@ def _parse_fast(text: str, start: int | None) -> Lattice | None:
     return Lattice(ns, first if start is None else start, ii[:, 0].astype(np.int32), ii[:, 1].astype(np.int32),
                    ii[:, 2].astype(np.int32), ii[:, 3].astype(np.int32), arcs[:, 4].copy(), arcs[:, 5].copy(),
                    fs, fw[:, 0].copy(), fw[:, 1].copy())
+
+
+_NOT_LAYOUT = bytes(c for c in range(256) if c not in b"\t\n ,")   # (deleted: what is left is the layout)
+_TAB_ARC, _SPACE_ARC = b"\t\t\t\t,\n", b"    ,\n"
+
+
+def _lattice_arc_lines(arcs: str, n_lines: int) -> bool:
+    """Whether each of the ``n_lines`` lines of ``arcs`` (no leading or trailing whitespace) has
+    five fields (split at spaces and tabs) and one comma, in its last field: the layout of a
+    Lattice arc ``s d i o g,a``.  (A CompactLattice arc ``s d w g,a,tids`` with one transition-id
+    has six numbers too: counting the numbers alone took it for a Lattice arc.)  Kaldi's and
+    kaldifst's layout, single tabs, is checked in one pass over the bytes; other spacing with
+    numpy over the separator positions."""
+    raw = arcs.encode()
+    layout = raw.translate(None, _NOT_LAYOUT) + b"\n"
+    if layout == _TAB_ARC * n_lines or layout == _SPACE_ARC * n_lines:
+        return True
+    b = np.frombuffer(raw, np.uint8)
+    sep = (b == 32) | (b == 9) | (b == 10)
+    field_start = np.flatnonzero(~sep & np.concatenate(([True], sep[:-1])))
+    line_end = np.append(np.flatnonzero(b == 10), b.size)
+    if line_end.size != n_lines:
+        return False
+    fields = np.bincount(np.searchsorted(line_end, field_start), minlength=n_lines)
+    commas = np.flatnonzero(b == 44)
+    if not (np.all(fields == 5) and commas.size == n_lines):
+        return False
+    # one comma per line, after the line's fifth field starts
+    return bool(np.all(np.searchsorted(line_end, commas) == np.arange(n_lines))
+                and np.all(commas > field_start[4::5]))
 
 
 def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
