@@ -774,3 +774,49 @@ def test_fast_parser_leaves_compact_lattice_lines_to_the_slow_one():
         assert fast is not None, ok
         for f in ("src", "dst", "ilabel", "olabel", "graph", "acoustic", "final_state", "final_graph"):
             assert np.array_equal(getattr(fast, f), getattr(slow, f)), (ok, f)
+
+
+def test_lattice_with_no_path_is_left_out_of_the_hypotheses(tmp_path):
+    """An empty lattice (Kaldi's text writer: the key and an empty line; binary: an FST with no
+    states) reads as a lattice with no path, in both forms; pynnet-lattice-best-path-grid gives
+    it no hypothesis line (Kaldi's lattice-best-path: "Best-path failed for key", nothing written,
+    so compute-wer --mode=present leaves the utterance out) and counts it; none with a path: exit 1."""
+    from pynnet.decode.lattice import empty_lattice
+    text = "0\t1\t3\t5\t1.5,2.25\n0\t2\t4\t0\t0.5,1\n1\t3\t6\t0\t0,3.5\n2\t3\t7\t6\t2,1\n3\t0.5,0\n"
+    full = from_fst_text(text)
+    assert empty_lattice().to_kaldi_text("u2") == "u2 \n\n"
+    p = tmp_path / "lat.1.gz"
+    with gzip.open(p, "wb") as f:
+        f.write(full.to_kaldi_text("u1").encode() + b"u2 \n\n" + b"u3 " + _compact_lattice_bytes(-1, [])
+                + full.to_kaldi_text("u4").encode())
+    got = dict(read_lattice_ark(str(p)))
+    assert list(got) == ["u1", "u2", "u3", "u4"]
+    for utt in ("u2", "u3"):
+        assert got[utt].final_state.size == 0 and got[utt].num_arcs == 0
+        assert best_paths(got[utt], [10.0], [0.0]) == {(10.0, 0.0): []}
+        assert best_paths(got[utt], [10.0], [0.0, 1.0], none_if_no_path=True) == {(10.0, 0.0): None,
+                                                                                   (10.0, 1.0): None}
+    assert best_paths(got["u1"], [10.0], [0.0], none_if_no_path=True) == {(10.0, 0.0): [5]}
+    # a lattice whose final state cannot be reached has no path either
+    assert best_paths(from_fst_text("0\t1\t3\t5\t1,1\n2\t0,0\n"), [10.0], [0.0], none_if_no_path=True) == \
+        {(10.0, 0.0): None}
+
+    def grid(lats, out):
+        return subprocess.run(["pynnet-lattice-best-path-grid", "--min-lmwt", "9", "--max-lmwt", "10",
+                               "--word-ins-penalty", "0.0,0.5", str(lats), str(out)], env=_env(),
+                              capture_output=True, text=True, timeout=120)
+    r = grid(p, tmp_path / "scoring")
+    assert r.returncode == 0, r.stderr
+    for pen in ("0.0", "0.5"):
+        for lmwt in (9, 10):
+            assert (tmp_path / "scoring" / f"penalty_{pen}" / f"{lmwt}.txt").read_text() == "u1 5\nu4 5\n"
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("WARNING")]
+    assert warnings == [f"WARNING (pynnet-lattice-best-path-grid): Best-path failed for key {u} (the lattice "
+                        "has no complete path)" for u in ("u2", "u3")], r.stderr
+    assert "LOG (pynnet-lattice-best-path-grid): Done 2 lattices, failed for 2" in r.stderr
+    with gzip.open(tmp_path / "none.gz", "wb") as f:
+        f.write(b"u2 \n\nu3 \n\n")
+    r = grid(tmp_path / "none.gz", tmp_path / "none")
+    assert r.returncode == 1 and r.stderr.count("ERROR") == 1, r.stderr
+    assert "best path failed for all 2 lattices (none has a complete path)" in r.stderr
+    assert not (tmp_path / "none").exists()

@@ -212,3 +212,35 @@ def test_cer_stage_2_does_not_score_stale_hypotheses(decoded):
     assert not (dec / "scoring_kaldi" / "cer_details").exists()
     r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", *GRID, str(data), str(graph), str(dec))
     assert r.returncode == 1 and r.stderr.strip() == missing, r.stderr + r.stdout
+
+
+def test_score_kaldi_leaves_out_utterances_whose_lattice_has_no_path(decoded, tmp_path):
+    """An empty lattice (what Kaldi's writers write for an empty FST), in text or binary form:
+    scoring goes on without that utterance's hypothesis, as Kaldi's lattice-best-path |
+    compute-wer --mode=present: the WER of the others, [PARTIAL], 1 not present in hyp."""
+    import kaldifst
+
+    from pynnet.decode.lattice import read_lattice_ark
+    exp, graph, data = decoded
+    kaldifst.Lattice().write(str(tmp_path / "empty.fst"))
+    empty_binary = (tmp_path / "empty.fst").read_bytes()
+    wers = []
+    for form, empty in (("text", b"spkA-u2 \n\n"), ("binary", b"spkA-u2 " + empty_binary)):
+        dec = _copy_decode(exp, f"decode_nopath_{form}")
+        lats = dict(read_lattice_ark(str(dec / "lat.1.gz")))
+        assert sorted(lats) == ["spkA-u1", "spkA-u2"]
+        (dec / "lat.1.gz").write_bytes(gzip.compress(lats["spkA-u1"].to_kaldi_text("spkA-u1").encode() + empty))
+        r = _sh("steps/score_kaldi.sh", *GRID, str(data), str(graph), str(dec))
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert "Best-path failed for key spkA-u2" in (dec / "scoring_kaldi" / "log" / "best_path.1.log").read_text()
+        for pen in ("0.0", "0.5"):
+            for lmwt in range(1, 5):
+                hyp = (dec / "scoring_kaldi" / f"penalty_{pen}" / f"{lmwt}.txt").read_text(encoding="utf-8")
+                assert [ln.split()[0] for ln in hyp.splitlines()] == ["spkA-u1", "spkB-u3"]
+                wer = (dec / f"wer_{lmwt}_{pen}").read_text().splitlines()[1:]
+                # u1 right (3 words), u3 one substitution (2 words); u2 not scored
+                assert wer == ["%WER 20.00 [ 1 / 5, 0 ins, 0 del, 1 sub ] [PARTIAL]", "%SER 50.00 [ 1 / 2 ]",
+                               "Scored 2 sentences, 1 not present in hyp."]
+        assert "spkA-u2" not in (dec / "scoring_kaldi" / "wer_details" / "per_utt").read_text(encoding="utf-8")
+        wers.append((dec / "scoring_kaldi" / "best_wer").read_text().split()[:-1])
+    assert wers[0] == wers[1]

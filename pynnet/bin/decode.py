@@ -291,7 +291,10 @@ def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
               "exp/tri1/decode/scoring_kaldi",
         desc="Best paths of lattices for every LM weight x word insertion penalty: writes "
                     "<scoring-dir>/penalty_<P>/<LMWT>.txt (as score_kaldi.sh's lattice-scale | "
-                    "lattice-add-penalty | lattice-best-path | int2sym.pl, all grid points in one pass).")
+                    "lattice-add-penalty | lattice-best-path | int2sym.pl, all grid points in one pass). "
+                    "A lattice with no complete path (empty) gets no line, with a warning, as "
+                    "lattice-best-path's 'Best-path failed' (compute-wer --mode=present leaves it out); "
+                    "exit 1 if no lattice has one.")
     p.add_argument("--min-lmwt", type=int_opt, default=7)
     p.add_argument("--max-lmwt", type=int_opt, default=17)
     p.add_argument("--word-ins-penalty", default="0.0,0.5,1.0")
@@ -311,7 +314,7 @@ def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
     syms = _read_symbols(a.word_symbol_table) if a.word_symbol_table else None
     hyps: dict[tuple[int, str], list[str]] = {(l, pn): [] for l in lmwts for pn in pens}
     seen: set[str] = set()
-    t0, n = time.time(), 0
+    t0, n, n_fail = time.time(), 0, 0
     for spec in a.lattices:
         for utt, lat in tqdm(read_lattice_ark(spec), desc=os.path.basename(spec), unit="utt",
                              **progress_kwargs()):
@@ -319,10 +322,18 @@ def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
                 fail(f"utterance '{utt}' appears twice in the lattices", spec)
             seen.add(utt)
             n += 1
-            bp = best_paths(lat, lmwts, [float(x) for x in pens])
+            bp = best_paths(lat, lmwts, [float(x) for x in pens], none_if_no_path=True)
+            if any(words is None for words in bp.values()):
+                # As lattice-best-path: no hypothesis at all (compute-wer --mode=present then
+                # leaves the utterance out), not an empty one (all its words deleted).
+                n_fail += 1
+                print(f"WARNING ({prog_name()}): Best-path failed for key {utt} (the lattice has no "
+                      "complete path)", file=sys.stderr)
             for l in lmwts:
                 for pn in pens:
                     words = bp[(float(l), float(pn))]
+                    if words is None:
+                        continue
                     if syms is not None:
                         try:
                             ws = [syms[w] for w in words]
@@ -334,9 +345,13 @@ def lattice_best_path_grid_main(argv: list[str] | None = None) -> int:
                     hyps[(l, pn)].append(" ".join([utt] + ws))
     if n == 0:
         fail("no lattices read", " ".join(a.lattices))
+    if not all(hyps.values()):
+        # lattice-best-path's exit status: 1 when it output no path
+        fail(f"best path failed for all {n} lattices (none has a complete path)", " ".join(a.lattices))
     for (l, pn), lines in hyps.items():
         with atomic_write(os.path.join(a.scoring_dir, f"penalty_{pn}", f"{l}.txt")) as f:
             f.write("".join(x + "\n" for x in lines))
     print(f"LOG ({prog_name()}): best paths of {n} lattices for {len(lmwts)} LM weights x "
           f"{len(pens)} penalties in {time.time() - t0:.2f}s", file=sys.stderr)
+    print(f"LOG ({prog_name()}): Done {n - n_fail} lattices, failed for {n_fail}", file=sys.stderr)
     return 0

@@ -79,6 +79,13 @@ class Lattice:
         return "".join(out)
 
 
+def empty_lattice() -> Lattice:
+    """The lattice of an empty FST (no states; Kaldi's text form is the key and an empty line):
+    one state, not final, no arcs, so no path (best_paths finds none)."""
+    return Lattice(1, 0, *(np.zeros(0, np.int32),) * 4, *(np.zeros(0),) * 2,
+                   np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
+
+
 def _g(x: float) -> str:
     # C++ ostream default formatting (6 significant digits), which FstPrinter uses.
     s = "%.6g" % x
@@ -173,7 +180,8 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
     Arc lines: ``src dst ilabel olabel g,a``; final lines: ``state [g,a]``.  Also accepts
     CompactLattice lines ``src dst word g,a,tid_tid_...`` and ``state g,a,tid_...``, expanded
     into chains of transition-id arcs as Kaldi's ConvertLattice does.  The first arc's (or
-    final's) state is the start state, as in FstPrinter output, unless ``start`` is given."""
+    final's) state is the start state, as in FstPrinter output, unless ``start`` is given.
+    No lines (an empty FST): :func:`empty_lattice`."""
     src, dst, il, ol, gc, ac = [], [], [], [], [], []
     fs, fg, fa = [], [], []
     arc_tids: dict[int, list[int]] = {}     # CompactLattice strings, by arc / final index
@@ -210,8 +218,8 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
             fail(f"bad lattice line '{' '.join(f)}'", where, first_line + n - 1)
         if first is None:
             first = _int(f[0])
-    if first is None:
-        fail("empty lattice", where)
+    if first is None:       # an empty FST (Kaldi writes "key \n\n"): no path, as in binary
+        return empty_lattice()
     ns = 1 + max([first] + src + dst + fs)
     if arc_tids or final_tids:
         for k in range(len(src)):
@@ -420,8 +428,7 @@ def _read_binary_lattice(b: _Bytes, where: str) -> Lattice:
     if not 0 <= num_states < _MAX_COUNT or (num_states and not 0 <= start < num_states):
         raise ValueError("bad FST header")
     if num_states == 0:                             # an empty lattice: no path
-        return Lattice(1, 0, *(np.zeros(0, np.int32),) * 4, *(np.zeros(0),) * 2,
-                       np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
+        return empty_lattice()
     if arc_type == "lattice4":
         return _read_lattice4_states(b, num_states, start)
     src, dst, word, gc, ac, tids = [], [], [], [], [], []
@@ -602,10 +609,12 @@ def _schedule(lat: Lattice) -> _Plan:
     return _Plan(blocks)
 
 
-def best_paths(lat: Lattice, lm_weights: Sequence[float], word_ins_penalties: Sequence[float]
-               ) -> dict[tuple[float, float], list[int]]:
+def best_paths(lat: Lattice, lm_weights: Sequence[float], word_ins_penalties: Sequence[float],
+               none_if_no_path: bool = False) -> dict[tuple[float, float], list[int] | None]:
     """Best word sequence for every (LMWT, WIP) pair: minimises
-    ``graph + acoustic/LMWT + WIP*words``.  A lattice with no complete path gives []."""
+    ``graph + acoustic/LMWT + WIP*words``.  Where the lattice has no complete path of finite cost
+    (an empty lattice, no final state reachable): [], or None with ``none_if_no_path`` (where
+    lattice-best-path fails: "Best-path failed")."""
     grid = [(float(l), float(p)) for l in lm_weights for p in word_ins_penalties]
     if not grid:
         return {}
@@ -629,9 +638,9 @@ def best_paths(lat: Lattice, lm_weights: Sequence[float], word_ins_penalties: Se
         better = mins < cost[udst]  # the start state may have incoming arcs only in odd lattices
         cost[udst] = np.where(better, mins, cost[udst])
         back[udst] = np.where(better, blk[first], back[udst])
-    out: dict[tuple[float, float], list[int]] = {}
+    out: dict[tuple[float, float], list[int] | None] = {}
     if lat.final_state.size == 0:
-        return {g: [] for g in grid}
+        return {g: None if none_if_no_path else [] for g in grid}
     tot = (cost[lat.final_state] + lat.final_graph[:, None]
            + lat.final_acoustic[:, None] * inv[None, :])
     best_final = np.argmin(tot, axis=0)
@@ -653,7 +662,7 @@ def best_paths(lat: Lattice, lm_weights: Sequence[float], word_ins_penalties: Se
     seqs = np.stack(words_rev[::-1], axis=0) if words_rev else np.zeros((0, G), np.int64)
     for g, key in enumerate(grid):
         if not ok[g]:
-            out[key] = []
+            out[key] = None if none_if_no_path else []
             continue
         col = seqs[:, g]
         out[key] = [int(w) for w in col[col != 0]]
@@ -689,4 +698,4 @@ def path_cost(lat: Lattice, lm_weight: float, word_ins_penalty: float, words: Se
     return float(res)
 
 
-__all__ = ["Lattice", "from_fst_text", "from_kaldifst", "kaldi_text_entry", "read_lattice_ark", "best_paths", "path_cost"]
+__all__ = ["Lattice", "empty_lattice", "from_fst_text", "from_kaldifst", "kaldi_text_entry", "read_lattice_ark", "best_paths", "path_cost"]
