@@ -820,3 +820,41 @@ def test_lattice_with_no_path_is_left_out_of_the_hypotheses(tmp_path):
     assert r.returncode == 1 and r.stderr.count("ERROR") == 1, r.stderr
     assert "best path failed for all 2 lattices (none has a complete path)" in r.stderr
     assert not (tmp_path / "none").exists()
+
+
+def test_latgen_zero_length_utterance_is_a_warning(tmp_path):
+    """Kaldi's latgen-faster(-mapped): an utterance with no frames (Kaldi's empty matrix is 0 x 0)
+    is warned about ("Zero-length utterance"), counted as failed, and the others are decoded."""
+    import kaldiio
+    exp, graph, data, feats = _setup_loglikes(tmp_path)
+    loglikes = dict(kaldiio.load_ark(str(tmp_path / "loglikes.ark")))
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/with_empty.ark") as wr:
+        wr("aaa-empty", np.zeros((0, 0), np.float32))
+        for utt in sorted(UTTS):
+            wr(utt, loglikes[utt])
+        wr("zzz-empty", np.zeros((0, 18), np.float32))
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/feats_empty.ark") as wr:
+        wr("aaa-empty", np.zeros((0, 0), np.float32))
+        wr("spkA-u1", feats["spkA-u1"])
+    runs = [("pynnet-decode-faster-mapped", "with_empty.ark", threads, len(UTTS)) for threads in ("1", "2")]
+    runs.append(("pynnet-gmm-latgen-faster", "feats_empty.ark", "1", 1))
+    for prog, ark, threads, n_ok in runs:
+        extra = ["--cmvn-opts", "--norm-means=false", "--delta-order", "0"] if "gmm" in prog else []
+        r = subprocess.run([prog, "--num-threads", threads, *extra, str(exp / "final.mdl"), str(graph / "HCLG.fst"),
+                            f"ark:{tmp_path}/{ark}", f"ark,t:{tmp_path}/lat.txt", f"ark,t:{tmp_path}/words.txt"],
+                           env=_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("WARNING")]
+        empties = ["aaa-empty", "zzz-empty"] if "mapped" in prog else ["aaa-empty"]
+        assert warnings == [f"WARNING ({prog}): Zero-length utterance: {u}" for u in empties], r.stderr
+        assert f"LOG ({prog}): Done {n_ok} utterances, failed for {len(empties)}" in r.stderr
+        words = [ln.split()[0] for ln in (tmp_path / "words.txt").read_text().splitlines()]
+        assert words == sorted(UTTS)[:n_ok]
+    # nothing decoded at all: exit 1, as Kaldi's (after the same warnings)
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/only_empty.ark") as wr:
+        wr("u0", np.zeros((0, 0), np.float32))
+    r = subprocess.run(["pynnet-decode-faster-mapped", str(exp / "final.mdl"), str(graph / "HCLG.fst"),
+                        f"ark:{tmp_path}/only_empty.ark", f"ark,t:{tmp_path}/lat0.txt"],
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Zero-length utterance: u0" in r.stderr and "failed for 1" in r.stderr
+

@@ -115,6 +115,9 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
                              unit="utt", **progress_kwargs()):
             if not res.ok:
                 n_fail += 1
+                if res.num_frames == 0:     # (Kaldi's latgen programs: warn, go on)
+                    print(f"WARNING ({prog_name()}): Zero-length utterance: {utt}", file=sys.stderr)
+                    continue
                 print(f"WARNING ({prog_name()}): did not successfully decode utterance {utt}"
                       f"{', no final state reached and --allow-partial=false' if res.partial else ''}"
                       f" ({res.num_frames} frames)", file=sys.stderr)
@@ -179,6 +182,13 @@ def _check_graph_matches(fst_path: str, tm, model_path: str) -> None:
              "(graph/model mismatch: re-run utils/mkgraph.sh for this model)", f)
 
 
+def _zero_length(x: np.ndarray) -> bool:
+    """An utterance with no frames (a 0 x 0 matrix, as Kaldi writes an empty one, or 0 x N; kaldiio
+    reads Kaldi's empty text matrix as 0 x 1 or (0,)): the latgen programs warn "Zero-length
+    utterance" and go on to the next, as Kaldi's do (the output has nothing for it)."""
+    return x.ndim in (1, 2) and x.shape[0] == 0
+
+
 def _matrices(rspec: str):
     """(key, matrix) from an ark/scp rspecifier (kaldiio: files, pipes, scp)."""
     import kaldiio
@@ -209,7 +219,7 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
     p.add_argument("words_wspecifier", nargs="?")
     p.add_argument("alignments_wspecifier", nargs="?")
     a = p.parse_args(argv)
-    from pynnet.decode.decoder import GmmScorer, decode_loglikes, read_hclg, tid2pdf
+    from pynnet.decode.decoder import DecodeResult, GmmScorer, decode_loglikes, read_hclg, tid2pdf
 
     cfg = _config(a)
     from pynnet.hmm.model_io import read_model
@@ -226,6 +236,8 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
         where = a.features
 
     def decode_one(utt, x):
+        if _zero_length(x):
+            return DecodeResult(False, False)
         if x.ndim != 2 or x.shape[1] != scorer.dim:
             fail(f"feature dimension {x.shape[-1]} of utterance '{utt}' does not match the model's "
                  f"{scorer.dim} ({a.model}); check --cmvn-opts/--delta-order (exp dir's cmvn_opts, "
@@ -251,7 +263,7 @@ def decode_faster_mapped_main(argv: list[str] | None = None) -> int:
     p.add_argument("words_wspecifier", nargs="?")
     p.add_argument("alignments_wspecifier", nargs="?")
     a = p.parse_args(argv)
-    from pynnet.decode.decoder import decode_loglikes, read_hclg, tid2pdf
+    from pynnet.decode.decoder import DecodeResult, decode_loglikes, read_hclg, tid2pdf
 
     cfg = _config(a)
     from pynnet.hmm.model_io import read_transition_model
@@ -261,6 +273,8 @@ def decode_faster_mapped_main(argv: list[str] | None = None) -> int:
     m = tid2pdf(tm)
 
     def decode_one(utt, x):
+        if _zero_length(x):     # (before the columns: Kaldi's empty matrix has none)
+            return DecodeResult(False, False)
         if x.ndim != 2 or x.shape[1] != tm.num_pdfs:
             fail(f"log-likelihoods of utterance '{utt}' have {x.shape[-1]} columns but the model "
                  f"{a.model} has {tm.num_pdfs} pdfs", a.loglikes_rspecifier)
