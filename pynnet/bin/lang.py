@@ -86,6 +86,28 @@ def lm_ppl_main(argv: list[str] | None = None) -> int:
 
 
 @cli
+def make_unigram_grammar_main(argv: list[str] | None = None) -> int:
+    from pynnet.hmm.graph import unigram_g
+
+    p = parser("pynnet-make-unigram-grammar",
+               "G.fst of a unigram LM over a data dir's transcripts, for denominator lattices "
+               "(steps/nnet/make_denlats.sh; Kaldi's sym2int.pl --map-oov | make_unigram_grammar.pl | "
+               "fstcompile | fstarcsort)",
+               usage="%(prog)s [--oov-word <word>] <words.txt> <text> <G.fst>\n"
+                     "  e.g. %(prog)s --oov-word '<unk>' data/lang/words.txt data/train/text exp/dnn_denlats/lang/G.fst")
+    p.add_argument("--oov-word", default="", help="words not in words.txt count as this word "
+                   "(default: the word of oov.txt next to words.txt)")
+    p.add_argument("words_txt")
+    p.add_argument("text", help="a Kaldi text file (utterance id, then the words)")
+    p.add_argument("g_fst")
+    a = p.parse_args(argv)
+    nwords, nsent = unigram_g(a.text, a.words_txt, a.oov_word or None, a.g_fst)
+    print(f"pynnet-make-unigram-grammar: {a.g_fst}: unigram over {nwords} words of {nsent} transcripts",
+          file=sys.stderr)
+    return 0
+
+
+@cli
 def format_lm_main(argv: list[str] | None = None) -> int:
     from pynnet.hmm.graph import format_lm
 

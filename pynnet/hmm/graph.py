@@ -219,6 +219,31 @@ def arpa_to_g(arpa: str, words_txt: str, out_fst: str, verbose: bool = True, wor
     return G
 
 
+def unigram_g(text_path: str, words_txt: str, oov_word: str | None, out_fst: str) -> tuple[int, int]:
+    """G.fst of a unigram over the transcripts of a Kaldi ``text`` file (steps/nnet/make_denlats.sh's
+    "sym2int.pl --map-oov | make_unigram_grammar.pl | fstcompile | fstarcsort"); words not in
+    words.txt count as ``oov_word`` (None: the oov.txt next to words.txt).  Written atomically;
+    returns (distinct words, sentences)."""
+    from pynnet.hmm.lang import _read_oov_word, read_symbol_table
+    from pynnet.hmm.lm import unigram_grammar_text
+
+    kf = _fst()
+    words, _ = read_symbol_table(words_txt)
+    if oov_word is None:
+        oov_word = _read_oov_word(os.path.dirname(words_txt) or ".", words)
+    if oov_word not in words:
+        fail(f"the OOV word '{oov_word}' is not in the word symbol table", words_txt)
+    sentences = []
+    for n, fields in _read_lines(text_path):
+        sentences.append([str(words.get(w, words[oov_word])) for w in fields[1:]])
+    if not sentences:
+        fail("no transcripts", text_path)
+    G = kf.compile(unigram_grammar_text(sentences))
+    kf.arcsort(G, sort_type="ilabel")
+    write_fst(G, out_fst)
+    return len({w for s in sentences for w in s}), len(sentences)
+
+
 def _remove_dead_stages(parent: str, base: str) -> None:
     """Staging dirs ``.<base>.<pid>.*`` and ``<base>.old.<pid>`` of format_lm runs that were killed
     (their process is gone): a kill -9 leaves them behind, nothing else removes them."""

@@ -24,7 +24,7 @@ import sys
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from pynnet.io.atomic import DeterministicGzip, atomic_path
 from pynnet.io.errors import PynnetError, fail
@@ -310,6 +310,24 @@ def _is_utf8(b: bytes) -> bool:
 # ----------------------------------------------------------------------------------------------
 # Training
 # ----------------------------------------------------------------------------------------------
+
+def unigram_grammar_text(sentences: Iterable[Sequence[str]]) -> str:
+    """Kaldi's utils/make_unigram_grammar.pl: a one-state G in OpenFst text form, a self-loop per
+    word with cost -ln(count / total) and final cost -ln(sentences / total), the end of each
+    sentence counted in the total (so the grammar is stochastic).  Words in order of first use
+    (Kaldi's perl prints them in hash order; the FST is the same); costs with perl's 15 digits."""
+    counts: dict[str, int] = {}
+    total = sentences_seen = 0
+    for words in sentences:
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+        total += len(words) + 1
+        sentences_seen += 1
+    if not sentences_seen:
+        raise ValueError("no sentences")
+    lines = [f"0\t0\t{w}\t{w}\t{-math.log(c / total):.15g}\n" for w, c in counts.items()]
+    return "".join(lines) + f"0\t{-math.log(sentences_seen / total):.15g}\n"
+
 
 def count_ngrams(sentences: Iterable[list[str]], order: int, vocab: set[str] | None,
                  unk: str = UNK) -> tuple[list[dict[Gram, int]], int, int]:
