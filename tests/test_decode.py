@@ -858,3 +858,70 @@ def test_latgen_zero_length_utterance_is_a_warning(tmp_path):
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "Zero-length utterance: u0" in r.stderr and "failed for 1" in r.stderr
 
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(x) for x in f.read().split()}
+    except OSError:
+        return set()
+
+
+def _cpu_taken(stderr: str) -> float:
+    line = [ln for ln in stderr.splitlines() if "CPU time taken" in ln]
+    assert len(line) == 1, stderr
+    return float(line[0].split()[5].rstrip("s:"))
+
+
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"),
+                    reason="no /proc/PID/task/TID/children")
+def test_num_threads_sigterm_stops_the_decoding_processes(tmp_path):
+    """--num-threads 2 given SIGTERM (run.pl killing the job) while both decoding processes are
+    in long decodes: the program ends within a couple of seconds, leaving no process behind (it
+    used to wait for the running decodes); and without SIGTERM the logged CPU time counts the
+    decoding processes' CPU (it used to count only the parent's)."""
+    import signal
+    import time
+
+    import kaldiio
+    exp, graph, _, _ = _setup_loglikes(tmp_path)
+    rng = np.random.default_rng(3)
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/long.ark") as wr:
+        for k in range(4):      # ~8 s each here (every state of the toy graph stays in the beam)
+            wr(f"long{k}", rng.normal(0, 3, (250000, 18)).astype(np.float32))
+    cmd = ["pynnet-decode-faster-mapped", "--num-threads", "2", "--beam", "50", "--lattice-beam", "0.1",
+           str(exp / "final.mdl"), str(graph / "HCLG.fst")]
+    p = subprocess.Popen(cmd + [f"ark:{tmp_path}/long.ark", f"ark,t:{tmp_path}/lat.txt"], env=_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 30
+        while len(_children(p.pid)) < 2 and time.time() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        workers = _children(p.pid)
+        assert len(workers) == 2, workers
+        time.sleep(1.0)             # both are decoding now
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=20)
+        took = time.time() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert err.rstrip().endswith("ERROR (pynnet-decode-faster-mapped): terminated"), err
+    assert took < 3.0, f"took {took:.1f} s to stop"
+    assert not [w for w in workers if os.path.exists(f"/proc/{w}")], "decoding processes left behind"
+    assert not (tmp_path / "lat.txt").exists()
+
+    # the CPU time of a decode with 2 processes is about that of 1 process (the decoding's)
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/mid.ark") as wr:
+        for k in range(4):
+            wr(f"mid{k}", rng.normal(0, 3, (20000, 18)).astype(np.float32))
+    cpu = {}
+    for threads in ("1", "2"):
+        r = subprocess.run(cmd[:2] + [threads] + cmd[3:] + [f"ark:{tmp_path}/mid.ark", f"ark,t:{tmp_path}/m.txt"],
+                           env=_env(), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        cpu[threads] = _cpu_taken(r.stderr)
+    assert cpu["2"] > 0.7 * cpu["1"], cpu

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -110,9 +111,11 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
     n_ok = n_fail = n_partial = 0
     tot_like, tot_frames = 0.0, 0
     t0, c0 = time.time(), time.process_time()
-    with _Outputs(a.lattice_wspecifier, a.words_wspecifier, a.alignments_wspecifier) as out:
-        for utt, res in tqdm(decode_utterances(utterances, decode_one, a.num_threads), desc=prog_name(),
-                             unit="utt", **progress_kwargs()):
+    worker_cpu: list[float] = []     # (--num-threads > 1: the decodes' CPU, in other processes)
+    # (closing: when the loop stops early, the decoding processes are stopped at once)
+    with _Outputs(a.lattice_wspecifier, a.words_wspecifier, a.alignments_wspecifier) as out, \
+            contextlib.closing(decode_utterances(utterances, decode_one, a.num_threads, worker_cpu)) as results:
+        for utt, res in tqdm(results, desc=prog_name(), unit="utt", **progress_kwargs()):
             if not res.ok:
                 n_fail += 1
                 if res.num_frames == 0:     # (Kaldi's latgen programs: warn, go on)
@@ -135,13 +138,15 @@ def _run_decoder(a, utterances, model_path: str, decode_one) -> int:
             tot_like += res.likelihood
             tot_frames += res.num_frames
             out.add(utt, res)
-    elapsed, cpu = time.time() - t0, time.process_time() - c0
+    elapsed, cpu = time.time() - t0, time.process_time() - c0 + sum(worker_cpu)
     rtf = elapsed / (tot_frames / 100.0) if tot_frames else 0.0
     print(f"LOG ({prog_name()}): Time taken {elapsed:.3f}s: real-time factor assuming 100 frames/sec "
           f"is {rtf:.4f}", file=sys.stderr)
     # Wall-clock RTF depends on the machine's load; the CPU time does not (much).
     print(f"LOG ({prog_name()}): CPU time taken {cpu:.3f}s: CPU real-time factor is "
-          f"{cpu / (tot_frames / 100.0) if tot_frames else 0.0:.4f}", file=sys.stderr)
+          f"{cpu / (tot_frames / 100.0) if tot_frames else 0.0:.4f}"
+          f"{f' ({sum(worker_cpu):.3f}s of it in {a.num_threads} decoding processes)' if a.num_threads > 1 else ''}",
+          file=sys.stderr)
     print(f"LOG ({prog_name()}): Done {n_ok} utterances, failed for {n_fail}", file=sys.stderr)
     if tot_frames:
         print(f"LOG ({prog_name()}): Overall log-likelihood per frame is {tot_like / tot_frames:.6g} "

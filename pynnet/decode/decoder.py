@@ -13,6 +13,8 @@ GMM log-likelihoods are computed for all pdfs at once with one matrix product
 from __future__ import annotations
 
 import os
+import signal
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -233,18 +235,43 @@ def decode_gmm(hclg, trans_model, am_gmm, feats: np.ndarray, acoustic_scale: flo
 _WORKER_DECODE = None   # the decode function forked worker processes call (set before the fork)
 
 
+def _init_worker() -> None:
+    # SIGTERM (the pool's terminate() when the job is stopped) kills a worker at once, even inside
+    # a decode: a Python-level handler inherited from the parent would run only after it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _decode_in_worker(utt: str, x: np.ndarray):
-    return _WORKER_DECODE(utt, x)
+    c0 = time.process_time()
+    res = _WORKER_DECODE(utt, x)
+    return res, time.process_time() - c0
 
 
-def decode_utterances(items: Iterable[tuple[str, np.ndarray]], decode_one, num_workers: int = 1
-                      ) -> Iterator[tuple[str, "DecodeResult"]]:
+def _stop_pool(pool) -> None:
+    """Stop a ProcessPoolExecutor now (an exception is unwinding: SIGTERM, an error): queued
+    decodes cancelled, running ones killed, the workers joined (no processes left behind)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())   # (shutdown forgets them)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(5.0)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def decode_utterances(items: Iterable[tuple[str, np.ndarray]], decode_one, num_workers: int = 1,
+                      worker_cpu: list[float] | None = None) -> Iterator[tuple[str, "DecodeResult"]]:
     """``(utt, decode_one(utt, x))`` for each ``(utt, x)``, in input order (Kaldi's
     latgen-faster-parallel --num-threads).  With ``num_workers`` > 1 the utterances are decoded by
     that many forked processes (kaldi-hmm-gmm holds the GIL, so threads would not run in
     parallel); the graph and model are shared with them copy-on-write, and at most two
     utterances per worker are in flight, so memory stays bounded for any input.  An error in a
-    worker (a PynnetError from ``decode_one``) is raised here."""
+    worker (a PynnetError from ``decode_one``) is raised here.  When the caller stops early or an
+    exception (SIGTERM's Terminated among them) unwinds through here, running decodes are
+    killed, not waited for.  ``worker_cpu``: the CPU seconds of each decode done in a worker
+    process are appended to it (this process's own CPU time does not include them)."""
     if num_workers <= 1:
         for utt, x in items:
             yield utt, decode_one(utt, x)
@@ -256,22 +283,35 @@ def decode_utterances(items: Iterable[tuple[str, np.ndarray]], decode_one, num_w
 
     global _WORKER_DECODE
     _WORKER_DECODE = decode_one
-    pool = ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(num_workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_init_worker)
     pending: deque = deque()
+
+    def result(fut):
+        res, cpu = fut.result()
+        if worker_cpu is not None:
+            worker_cpu.append(cpu)
+        return res
+
+    finished = False
     try:
         for utt, x in items:
             pending.append((utt, pool.submit(_decode_in_worker, utt, x)))
             if len(pending) >= 2 * num_workers:
                 done, fut = pending.popleft()
-                yield done, fut.result()
+                yield done, result(fut)
         while pending:
             done, fut = pending.popleft()
-            yield done, fut.result()
+            yield done, result(fut)
+        finished = True
     except BrokenProcessPool:
         fail(f"a decoding process died (killed, or out of memory?) at or after utterance "
              f"'{pending[0][0] if pending else '?'}'")
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if finished:
+            pool.shutdown(wait=True)
+        else:
+            _stop_pool(pool)
         _WORKER_DECODE = None
 
 
