@@ -118,3 +118,19 @@ def test_train_sequential_improves_the_criterion(work):
     probe = sh(work, "pynnet-nnet-forward", "--prior-subtract", "--utt2spk", "data/train/utt2spk", "--cmvn-scp",
                "data/train/cmvn.scp", "exp/dnn_smbr/final.nnet", "scp:data/train/feats.scp", "ark,t:-")
     assert np.isfinite(float(probe.stdout.split()[3]))
+
+
+def test_train_mmi(work):
+    """steps/nnet/train_mmi.sh: MMI passes raise the MMI objective; its own log names."""
+    r = sh(work, "steps/nnet/train_mmi.sh", "--num-iters", "2", "--learn-rate", "0.0002", "data/train", "lang",
+           "exp/dnn", "exp/dnn_ali", "exp/dnn_denlats", "exp/dnn_mmi")
+    assert "steps/nnet/train_mmi.sh: done" in r.stdout, r.stdout
+    d = work / "exp/dnn_mmi"
+    assert (d / "log/mmi.2.log").exists() and not (d / "log/mpe.1.log").exists()
+    hist = json.loads((d / "log/train.json").read_text())
+    assert [h["criterion"] for h in hist] == ["mmi", "mmi"]
+    assert hist[1]["objective_per_frame"] > hist[0]["objective_per_frame"], hist
+    r = sh(work, "steps/nnet/train_mmi.sh", "--num-iters", "0", "data/train", "lang", "exp/dnn", "exp/dnn_ali",
+           "exp/dnn_denlats", "exp/dnn_mmi0", check=False)
+    assert r.returncode == 1 and r.stderr.strip() == \
+        "steps/nnet/train_mmi.sh: --num-iters must be a positive integer, not '0'"

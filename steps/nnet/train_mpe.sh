@@ -7,6 +7,7 @@
 # Writes <exp-dir>/{0.nnet,1.nnet,...,final.nnet -> N.nnet,final.mdl,tree,phones.txt,
 # log/mpe.N.log,log/train.json,log/train.png}. Interrupted? Rerun: finished passes (N.nnet) are kept,
 # the interrupted one is redone from the start (same seed: the same result).
+# steps/nnet/train_mmi.sh runs this script for MMI (log/mmi.N.log; --drop-frames).
 
 # Begin configuration section.
 cmd=run.pl
@@ -21,17 +22,21 @@ one_silence_class=true  # all silence phones one class in the accuracies (false:
 silphonelist=        # colon-separated silence phone ids (default: <lang>/phones/silence.csl)
 nnet=                # default: <src-dir>/final.nnet
 seed=777             # utterance order
+drop_frames=true     # (MMI) frames whose reference pdf has no denominator posterior are dropped
 use_gpu=no           # yes|no|optional|wait
 # Kaldi nnet1 options
 unkphonelist=        # (deprecated in Kaldi: ignored with a warning)
 exclude_silphones=   # (deprecated in Kaldi: ignored with a warning)
 verbose=0            # (ignored)
 skip_cuda_check=false  # (ignored: CPU is the default)
+boost=0.0            # (MMI; ignored, as by Kaldi's train_mmi.sh, which does not pass it on)
 ivector=             # (refused: i-vectors are not supported)
 # End configuration section.
 
-help_message="Usage: $0 [options] <data> <lang> <src-dir> <ali-dir> <denlat-dir> <exp-dir>
- e.g.: $0 --num-iters 4 --acwt 0.1 --do-smbr true data-fbank/train data/lang exp/dnn exp/dnn_ali exp/dnn_denlats exp/dnn_smbr
+script=${__pynnet_seq_script:-$0}
+mode=${__pynnet_seq_criterion:-mpe}   # mpe (this script) | mmi (steps/nnet/train_mmi.sh)
+help_message="Usage: $script [options] <data> <lang> <src-dir> <ali-dir> <denlat-dir> <exp-dir>
+ e.g.: $script --num-iters 4 --acwt 0.1 data-fbank/train data/lang exp/dnn exp/dnn_ali exp/dnn_denlats exp/dnn_smbr
 Options:
   --cmd <cmd>                  # job runner (default $cmd)
   --num-iters <n>              # passes over the data (default $num_iters)
@@ -40,8 +45,9 @@ Options:
   --learn-rate <f>             # per-utterance SGD learning rate (default $learn_rate)
   --momentum <f>               # (default $momentum)
   --halving-factor <f>         # learning rate x this after each pass (default $halving_factor)
-  --do-smbr <true|false>       # sMBR, else MPE (default $do_smbr)
-  --one-silence-class <true|false> # (default $one_silence_class)
+  --do-smbr <true|false>       # (MPE) sMBR, else MPE (default $do_smbr)
+  --one-silence-class <true|false> # (MPE) (default $one_silence_class)
+  --drop-frames <true|false>   # (MMI) (default $drop_frames)
   --use-gpu <yes|no|optional>  # (default $use_gpu)"
 
 . ./path.sh 2>/dev/null || true
@@ -60,18 +66,18 @@ alidir=$4
 denlatdir=$5
 dir=$6
 
-[ -n "$ivector" ] && { echo "$0: --ivector $ivector: i-vector inputs are not supported" >&2; exit 1; }
+[ -n "$ivector" ] && { echo "$script: --ivector $ivector: i-vector inputs are not supported" >&2; exit 1; }
 case "$use_gpu" in
   yes|no|optional|wait) ;;
-  *) echo "$0: --use-gpu must be yes, no, optional or wait, not '$use_gpu'" >&2; exit 1 ;;
+  *) echo "$script: --use-gpu must be yes, no, optional or wait, not '$use_gpu'" >&2; exit 1 ;;
 esac
-[[ $num_iters =~ ^[1-9][0-9]*$ ]] || { echo "$0: --num-iters must be a positive integer, not '$num_iters'" >&2; exit 1; }
-[ -n "$unkphonelist" ] && echo "$0: WARNING: --unkphonelist is deprecated (in Kaldi too) and ignored"
-[ -n "$exclude_silphones" ] && echo "$0: WARNING: --exclude-silphones is deprecated (in Kaldi too) and ignored"
+[[ $num_iters =~ ^[1-9][0-9]*$ ]] || { echo "$script: --num-iters must be a positive integer, not '$num_iters'" >&2; exit 1; }
+[ -n "$unkphonelist" ] && echo "$script: WARNING: --unkphonelist is deprecated (in Kaldi too) and ignored"
+[ -n "$exclude_silphones" ] && echo "$script: WARNING: --exclude-silphones is deprecated (in Kaldi too) and ignored"
 [ -z "$nnet" ] && nnet=$srcdir/final.nnet
 for f in $data/feats.scp $lang/phones.txt $lang/phones/silence.csl $alidir/final.mdl $alidir/tree \
     $alidir/ali.1.gz $denlatdir/lat.1.gz $nnet; do
-  [ -f $f ] || { echo "$0: no such file $f" >&2; exit 1; }
+  [ -f $f ] || { echo "$script: no such file $f" >&2; exit 1; }
 done
 utils/lang/check_phones_compatible.sh $lang/phones.txt $srcdir/phones.txt || exit 1
 utils/lang/check_phones_compatible.sh $lang/phones.txt $alidir/phones.txt || exit 1
@@ -83,27 +89,28 @@ cp $alidir/tree $dir/tree
 [ -z "$silphonelist" ] && silphonelist=$(cat $lang/phones/silence.csl)
 [ -f $dir/0.nnet ] || cp -L "$nnet" $dir/0.nnet
 criterion=smbr; [ "$do_smbr" = true ] || criterion=mpfe
+[ "$mode" = mmi ] && criterion=mmi
 
 cur=$dir/0.nnet
 for x in $(seq $num_iters); do
-  echo "$0: pass $x (learning rate $learn_rate)"
+  echo "$script: pass $x (learning rate $learn_rate)"
   if [ -f $dir/$x.nnet ]; then
-    echo "$0: skipped, $dir/$x.nnet exists"
+    echo "$script: skipped, $dir/$x.nnet exists"
   else
     # (the program writes $x.nnet only when the pass is complete)
-    if ! $cmd $dir/log/mpe.$x.log \
+    if ! $cmd $dir/log/$mode.$x.log \
         pynnet-nnet-train-sequential --criterion $criterion --acoustic-scale $acwt --lm-scale $lmwt \
           --learn-rate $learn_rate --momentum $momentum --one-silence-class $one_silence_class \
-          --silence-phones "$silphonelist" --seed $((seed + x - 1)) --use-gpu $use_gpu \
+          --drop-frames $drop_frames --silence-phones "$silphonelist" --seed $((seed + x - 1)) --use-gpu $use_gpu \
           --iter $x --history $dir/log/train.json \
           $cur $dir/final.mdl $data $denlatdir $alidir $dir/$x.nnet; then
-      echo "$0: pass $x failed: $(grep -m1 "^ERROR" $dir/log/mpe.$x.log || tail -1 $dir/log/mpe.$x.log) (see $dir/log/mpe.$x.log)" >&2
+      echo "$script: pass $x failed: $(grep -m1 "^ERROR" $dir/log/$mode.$x.log || tail -1 $dir/log/$mode.$x.log) (see $dir/log/$mode.$x.log)" >&2
       exit 1
     fi
   fi
-  grep "Overall average" $dir/log/mpe.$x.log | sed 's/^LOG ([^)]*) /  /' || true
+  grep "Overall average" $dir/log/$mode.$x.log | sed 's/^LOG ([^)]*) /  /' || true
   cur=$dir/$x.nnet
   learn_rate=$(awk -v r=$learn_rate -v h=$halving_factor 'BEGIN { print r * h }')
 done
 ln -sfn $num_iters.nnet $dir/final.nnet
-echo "$0: done: $dir/final.nnet ($criterion, $num_iters passes; decode with steps/nnet/decode.sh --nnet $dir/final.nnet)"
+echo "$script: done: $dir/final.nnet ($criterion, $num_iters passes; decode with steps/nnet/decode.sh --nnet $dir/final.nnet)"
