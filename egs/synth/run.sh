@@ -10,7 +10,8 @@
 #   9  tri2 alignments of train (for the DNN)
 #  10  DBN pretraining (RBM);  11 DNN fine-tuning with NG-SGD;  12 DNN decode
 #  13  ablations: random init + plain SGD, DBN + plain SGD
-#  14  exp/RESULTS
+#  14  sequence training (nnet1): DNN alignments, denominator lattices, sMBR; decode
+#  15  exp/RESULTS
 set -euo pipefail
 stage=0
 stop_stage=100
@@ -18,6 +19,8 @@ nj=2
 train_hours=1.0       # size of the synthesized training set
 seed=1
 ablations=false       # stage 13: two more DNNs (random init + SGD, DBN + SGD), trained side by side
+smbr=true             # stage 14: sMBR sequence training of exp/dnn (Kaldi nnet1's run_dnn.sh does it)
+smbr_iters=4
 # Tree sizes: 1 h of training audio supports small trees (docs/notes/gmm.md).
 tri1_leaves=300; tri1_gauss=2000
 tri2_leaves=500; tri2_gauss=3000
@@ -28,7 +31,7 @@ nnet_threads=2        # torch threads for stages 10-11 (this machine's 2 cores; 
                       # training needs the same number)
 dnn_opts="--max-epochs 10"
 help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]
-  [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--nnet-threads N] [--dnn-opts \"...\"]"
+  [--smbr true|false] [--smbr-iters N] [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--nnet-threads N] [--dnn-opts \"...\"]"
 
 cd "$(dirname "$0")"
 . ./cmd.sh
@@ -39,7 +42,7 @@ cd "$(dirname "$0")"
 if [ $# -ne 0 ]; then
   echo "$0: unexpected argument(s): $*" >&2; printf '%s\n' "$help_message" >&2; exit 1
 fi
-for v in stage stop_stage seed nj tri1_leaves tri1_gauss tri2_leaves tri2_gauss rbm_iter nnet_threads; do
+for v in stage stop_stage seed nj tri1_leaves tri1_gauss tri2_leaves tri2_gauss rbm_iter nnet_threads smbr_iters; do
   case "$v:${!v}" in
     *:|*:*[!0-9]*) echo "$0: --${v//_/-} must be an integer, not '${!v}'" >&2; exit 1 ;;
     stage:*|stop_stage:*|seed:*) ;;
@@ -140,8 +143,17 @@ if run 13 && [ "$ablations" = true ]; then
   done
 fi
 
-if run 14; then
-  echo "$0: stage 14: results"
+if run 14 && [ "$smbr" = true ]; then
+  echo "$0: stage 14: sequence training (sMBR)"
+  steps/nnet/align.sh --nj "$nj" --cmd "$train_cmd" data-fbank/train data/lang exp/dnn exp/dnn_ali
+  steps/nnet/make_denlats.sh --nj "$nj" --cmd "$decode_cmd" --acwt 0.1 data-fbank/train data/lang exp/dnn exp/dnn_denlats
+  steps/nnet/train_mpe.sh --cmd "$train_cmd" --num-iters $smbr_iters --acwt 0.1 --do-smbr true \
+    data-fbank/train data/lang exp/dnn exp/dnn_ali exp/dnn_denlats exp/dnn_smbr
+  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn_smbr/decode_test
+fi
+
+if run 15; then
+  echo "$0: stage 15: results"
   for d in exp/*/decode_test; do
     [ -f "$d/scoring_kaldi/best_wer" ] && cat "$d/scoring_kaldi/best_wer"
   done > exp/RESULTS.tmp
