@@ -117,3 +117,27 @@ def test_scp_rspecifier_from_a_command(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and spec in err[0] and msg in err[0], err
         assert not (tmp_path / "len2").exists()
+
+
+def test_matrix_sum_rows(tmp_path, capsys):
+    """pynnet-matrix-sum-rows (make_priors.sh's matrix-sum-rows | vector-sum): one Kaldi text vector;
+    a column count that changes, or no matrices, is one error line and no output file."""
+    from pynnet.bin.feat import matrix_sum_rows
+    from pynnet.hmm.model_io import read_vector_file
+
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((4, 3), np.float32)
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/m.ark") as w:
+        w("u1", a)
+        w("u2", b)
+    assert matrix_sum_rows([f"ark:{tmp_path}/m.ark", str(tmp_path / "v")]) == 0
+    assert np.allclose(read_vector_file(str(tmp_path / "v")), a.sum(0) + b.sum(0))
+    with kaldiio.WriteHelper(f"ark:{tmp_path}/bad.ark") as w:
+        w("u1", a)
+        w("u2", np.ones((2, 4), np.float32))
+    capsys.readouterr()
+    assert matrix_sum_rows([f"ark:{tmp_path}/bad.ark", str(tmp_path / "v2")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "utterance 'u2' has 4 columns, the ones before 3" in err[0]
+    (tmp_path / "empty.ark").write_bytes(b"")
+    assert matrix_sum_rows([f"ark:{tmp_path}/empty.ark", str(tmp_path / "v2")]) == 1
+    assert "no matrices" in capsys.readouterr().err and not (tmp_path / "v2").exists()

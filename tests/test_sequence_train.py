@@ -114,6 +114,19 @@ def test_train_sequential_improves_the_criterion(work):
     r = sh(work, "steps/nnet/train_mpe.sh", "--num-iters", "3", "--learn-rate", "0.0002", "data/train", "lang",
            "exp/dnn", "exp/dnn_ali", "exp/dnn_denlats", "exp/dnn_smbr")
     assert r.stdout.count("skipped, ") == 3
+    # priors re-estimated from the network's posteriors (make_priors.sh): they sum to the frames
+    from pynnet.feat.tables import read_matrices
+    from pynnet.hmm.model_io import read_vector_file
+    counts = read_vector_file(str(d / "prior_counts"))
+    frames = sum(m.shape[0] for _, m in read_matrices(f"scp:{work}/data/train/feats.scp"))
+    num_pdfs = int(sh(work, "pynnet-gmm-info", "exp/dnn_smbr/final.mdl").stdout.split("number of pdfs")[1].split()[0])
+    assert counts.size == num_pdfs
+    assert counts.sum() == pytest.approx(frames, rel=1e-4) and (counts >= 0).all()
+    assert "priors already re-estimated" in r.stdout
+    # ... and decode.sh takes them, as Kaldi's does
+    r = sh(work, "steps/nnet/decode.sh", "--nj", "1", "--skip-scoring", "true", "exp/dnn_denlats/dengraph",
+           "data/train", "exp/dnn_smbr/decode_train")
+    assert "--class-frame-counts exp/dnn_smbr/prior_counts" in (d / "decode_train/log/decode.1.log").read_text()
     # the sMBR network decodes like any nnet1 DNN
     probe = sh(work, "pynnet-nnet-forward", "--prior-subtract", "--utt2spk", "data/train/utt2spk", "--cmvn-scp",
                "data/train/cmvn.scp", "exp/dnn_smbr/final.nnet", "scp:data/train/feats.scp", "ark,t:-")

@@ -470,6 +470,40 @@ def feat_to_dim(argv: list[str] | None = None) -> int:
 
 
 @cli
+def matrix_sum_rows(argv: list[str] | None = None) -> int:
+    from pynnet.feat.tables import read_matrices
+    from pynnet.io.atomic import atomic_write
+
+    p = KaldiOptions("Sum the rows of every matrix of a table into one vector, written as a Kaldi text vector\n"
+                     "(Kaldi's matrix-sum-rows | vector-sum; steps/nnet/make_priors.sh sums the DNN's posteriors)\n"
+                     "Usage: pynnet-matrix-sum-rows [options] <matrix-rspecifier> <vector-wxfilename>\n"
+                     "e.g.:  pynnet-nnet-forward final.nnet scp:feats.scp ark:- | pynnet-matrix-sum-rows ark:- prior_counts")
+    v, args = p.parse(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2:
+        p.usage_error()
+    total: np.ndarray | None = None
+    n = 0
+    for utt, x in read_matrices(args[0]):
+        x = np.asarray(x, dtype=np.float64)
+        if total is None:
+            total = np.zeros(x.shape[1])
+        elif x.shape[1] != total.size:
+            fail(f"utterance '{utt}' has {x.shape[1]} columns, the ones before {total.size}", args[0])
+        total += x.sum(0)
+        n += 1
+    if total is None:
+        fail("no matrices", args[0])
+    text = "[ " + " ".join(f"{c:.9g}" for c in total) + " ]\n"
+    if args[1] == "-":
+        sys.stdout.write(text)
+    else:
+        with atomic_write(args[1]) as f:
+            f.write(text)
+    _log(f"summed the rows of {n} matrices into a vector of dimension {total.size}")
+    return 0
+
+
+@cli
 def feat_to_len(argv: list[str] | None = None) -> int:
     from pynnet.feat.tables import read_matrices
 

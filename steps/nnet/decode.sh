@@ -71,6 +71,8 @@ esac
 [ -z "$nnet" ] && nnet=$srcdir/final.nnet
 [ -z "$model" ] && model=$srcdir/final.mdl
 
+# priors re-estimated from the network's own outputs (steps/nnet/make_priors.sh) first, as Kaldi's
+[ -z "$class_frame_counts" ] && [ -f $srcdir/prior_counts ] && class_frame_counts=$srcdir/prior_counts
 prior_opts=
 [ -n "$class_frame_counts" ] && prior_opts="--class-frame-counts $class_frame_counts"
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$nnet" "$model" $class_frame_counts; do

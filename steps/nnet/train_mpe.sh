@@ -5,7 +5,7 @@
 # the numerator alignments in <ali-dir> (steps/nnet/align.sh) and the denominator lattices in
 # <denlat-dir> (steps/nnet/make_denlats.sh).
 # Writes <exp-dir>/{0.nnet,1.nnet,...,final.nnet -> N.nnet,final.mdl,tree,phones.txt,
-# log/mpe.N.log,log/train.json,log/train.png}. Interrupted? Rerun: finished passes (N.nnet) are kept,
+# log/mpe.N.log,log/train.json,log/train.png,prior_counts}. Interrupted? Rerun: finished passes (N.nnet) are kept,
 # the interrupted one is redone from the start (same seed: the same result).
 # steps/nnet/train_mmi.sh runs this script for MMI (log/mmi.N.log; --drop-frames).
 
@@ -113,4 +113,11 @@ for x in $(seq $num_iters); do
   learn_rate=$(awk -v r=$learn_rate -v h=$halving_factor 'BEGIN { print r * h }')
 done
 ln -sfn $num_iters.nnet $dir/final.nnet
+# the priors of the sequence-trained network, from its own posteriors (Kaldi's make_priors.sh;
+# steps/nnet/decode.sh prefers <dir>/prior_counts to the model's priors)
+if [ -f $dir/prior_counts ] && [ $dir/prior_counts -nt $dir/$num_iters.nnet ]; then
+  echo "$script: priors already re-estimated ($dir/prior_counts)"
+else
+  steps/nnet/make_priors.sh --cmd "$cmd" --nj $(cat $alidir/num_jobs 2>/dev/null || echo 4) --use-gpu $use_gpu $data $dir
+fi
 echo "$script: done: $dir/final.nnet ($criterion, $num_iters passes; decode with steps/nnet/decode.sh --nnet $dir/final.nnet)"
