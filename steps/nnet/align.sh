@@ -74,20 +74,13 @@ done
 # A model trained with another phone set cannot align with this lang dir (as align_si.sh).
 utils/lang/check_phones_compatible.sh $srcdir/phones.txt $lang/phones.txt || exit 1
 
-# per-speaker CMVN only if the DNN was trained with it (its input pipeline says so)
-# (the whole info is read first: `| grep -q` would close the pipe at the first match)
-nnet_info=$(pynnet-nnet-info "$nnet") || exit 1
-cmvn_args=""
-if grep -q "'apply_cmvn': True" <<< "$nnet_info"; then
-  [ -f "$data/cmvn.scp" ] || { echo "$0: the DNN needs per-speaker CMVN: no such file $data/cmvn.scp" >&2; exit 1; }
-  cmvn_args="--utt2spk $data/splitNJ/JOB/utt2spk --cmvn-scp $data/splitNJ/JOB/cmvn.scp"
-fi
+. steps/libs/nnet_input.sh
+nnet_cmvn_args "$nnet" "$data" "$data/split$nj/JOB"   # per-speaker CMVN if the DNN was trained with it
 
 cmd="jobs_report $cmd"  # a failed job's ERROR line is the reason given
 mkdir -p $dir/log
 echo $nj > $dir/num_jobs
 sdata=$data/split$nj
-cmvn_args=${cmvn_args//splitNJ/split$nj}
 [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
 cp $srcdir/tree $dir/tree
 cp -L $srcdir/final.mdl $dir/final.mdl

@@ -81,15 +81,8 @@ done
 
 decode_setup  # checks --nj, makes the decode dir, sets sdata
 
-# per-speaker CMVN only if the DNN was trained with it (its input pipeline says so)
-cmvn_args=""
-# (read the whole info first: `| grep -q` closes the pipe at the first match, which the program
-# reports as an error, and would hide a failure of the program itself)
-nnet_info=$(pynnet-nnet-info "$nnet") || exit 1
-if grep -q "'apply_cmvn': True" <<< "$nnet_info"; then
-  [ -f "$data/cmvn.scp" ] || { echo "$0: the DNN needs per-speaker CMVN: no $data/cmvn.scp" >&2; exit 1; }
-  cmvn_args="--utt2spk $sdata/JOB/utt2spk --cmvn-scp $sdata/JOB/cmvn.scp"
-fi
+. steps/libs/nnet_input.sh
+nnet_cmvn_args "$nnet" "$data" "$sdata/JOB"   # per-speaker CMVN if the DNN was trained with it
 
 if [ "$stage" -le 0 ]; then
   echo "$0: decoding $data with $nnet ($nj jobs)"

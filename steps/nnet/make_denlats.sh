@@ -72,13 +72,8 @@ for f in $data/feats.scp $data/text $lang/L_disambig.fst $lang/words.txt $lang/o
 done
 utils/lang/check_phones_compatible.sh $srcdir/phones.txt $lang/phones.txt || exit 1
 
-# per-speaker CMVN only if the DNN was trained with it (its input pipeline says so)
-nnet_info=$(pynnet-nnet-info "$nnet") || exit 1
-cmvn_args=""
-if grep -q "'apply_cmvn': True" <<< "$nnet_info"; then
-  [ -f "$data/cmvn.scp" ] || { echo "$0: the DNN needs per-speaker CMVN: no such file $data/cmvn.scp" >&2; exit 1; }
-  cmvn_args="--utt2spk $data/splitNJ/JOB/utt2spk --cmvn-scp $data/splitNJ/JOB/cmvn.scp"
-fi
+. steps/libs/nnet_input.sh
+nnet_cmvn_args "$nnet" "$data" "$data/splitNJ/JOB"   # per-speaker CMVN if the DNN was trained with it
 
 decode_setup  # checks --nj, makes $dir/log and num_jobs, splits the data (sdata)
 cmvn_args=${cmvn_args//splitNJ/split$nj}

@@ -44,12 +44,8 @@ for f in $data/feats.scp "$nnet"; do
 done
 . steps/libs/jobs.sh
 jobs_check_nj "$nj"
-nnet_info=$(pynnet-nnet-info "$nnet") || exit 1
-cmvn_args=""
-if grep -q "'apply_cmvn': True" <<< "$nnet_info"; then
-  [ -f "$data/cmvn.scp" ] || { echo "$0: the DNN needs per-speaker CMVN: no such file $data/cmvn.scp" >&2; exit 1; }
-  cmvn_args="--utt2spk $data/utt2spk --cmvn-scp $data/cmvn.scp"
-fi
+. steps/libs/nnet_input.sh
+nnet_cmvn_args "$nnet" "$data" "$data"   # per-speaker CMVN if the DNN was trained with it
 
 mkdir -p $dir/log
 sdata=$data/split$nj
