@@ -147,3 +147,20 @@ def test_train_mmi(work):
            "exp/dnn_denlats", "exp/dnn_mmi0", check=False)
     assert r.returncode == 1 and r.stderr.strip() == \
         "steps/nnet/train_mmi.sh: --num-iters must be a positive integer, not '0'"
+
+
+def test_sequential_pass_is_reproducible(work):
+    """A pass is a function of its inputs and seed (what makes a rerun of an interrupted pass give
+    the finished pass's result): twice the same pass gives identical networks; another seed
+    another utterance order, so another network."""
+    import torch
+
+    from pynnet.nnet.model import load_model_file
+
+    args = ["--learn-rate", "0.0002", "--silence-phones", (work / "lang/phones/silence.csl").read_text().strip(),
+            "exp/dnn/final.nnet", "exp/dnn_ali/final.mdl", "data/train", "exp/dnn_denlats", "exp/dnn_ali"]
+    for out, seed in (("a", "5"), ("b", "5"), ("c", "6")):
+        sh(work, "pynnet-nnet-train-sequential", "--seed", seed, *args, f"exp/rep_{out}.nnet")
+    a, b, c = (load_model_file(work / f"exp/rep_{x}.nnet")["state_dict"] for x in "abc")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
