@@ -59,7 +59,7 @@ done > $dir/prior_utts.scp
 if ! jobs_report $cmd $dir/log/prior_stats.log \
     pynnet-nnet-forward --use-gpu $use_gpu $cmvn_args "$nnet" scp:$dir/prior_utts.scp ark:- \| \
     pynnet-matrix-sum-rows ark:- $dir/prior_counts; then
-  rm -f $dir/prior_counts
+  rm -f $dir/prior_counts $dir/prior_utts.scp
   exit 1
 fi
 echo "$0: wrote $dir/prior_counts from $(wc -l < $dir/prior_utts.scp) utterances of $data"
