@@ -133,8 +133,23 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--feature-transform", default="",
                    help="Kaldi nnet1 feature transform (<Splice> -N..N, <AddShift>, <Rescale>) to use instead "
                         "of splicing + a global CMVN of the data; with --dbn it must be the DBN's")
+    g = p.add_argument_group("data-parallel training (started by mpiexec/srun: steps/nnet/train.sh --num-workers)")
+    g.add_argument("--num-workers", type=int_opt, default=d.num_workers,
+                   help="ranks the launcher started (1: no MPI, today's training)")
+    g.add_argument("--sync", default=d.sync, choices=["average", "allreduce", "average-1bit"],
+                   help="model averaging (Su & Chen), fp32 gradient allreduce, 1-bit compressed averaging")
+    g.add_argument("--average-every", type=int_opt, default=d.average_every, help="minibatches between averages")
+    g.add_argument("--lr-scaling", default=d.lr_scaling, choices=["linear", "sqrt", "none"],
+                   help="learning rate times K, sqrt(K) or 1 with K workers")
+    g.add_argument("--comm-backend", default="mpi", choices=["mpi", "torch"],
+                   help="mpi (mpi4py) or torch (torch.distributed: gloo on CPUs, nccl on GPUs)")
+    g.add_argument("--comm-timeout", type=float_opt, default=None,
+                   help="seconds a collective may wait before the job ends naming the missing ranks (default 45)")
     a = p.parse_args(argv)
     _check_device(a.device)
+    _check_positive(a, "num_workers", "average_every")
+    if a.comm_timeout is not None and not a.comm_timeout > 0:
+        fail(f"--comm-timeout must be positive, not {a.comm_timeout}")
     transform = None
     if a.feature_transform:
         from pynnet.nnet.kaldi_nnet1 import read_feature_transform
@@ -173,14 +188,28 @@ def train_main(argv: list[str] | None = None) -> int:
                       final_learn_rate=a.final_learn_rate, num_epochs_extra=a.num_epochs_extra,
                       buffer_frames=a.buffer_frames,
                       checkpoint_every=a.checkpoint_every, seed=a.seed, device=a.device)
+    if a.num_workers > 1:   # (one worker: the parallel options do not apply, nor enter the checkpoint)
+        cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling = \
+            a.num_workers, a.sync, a.average_every, a.lr_scaling
     given_shape = {} if a.dbn else {"hidden_dims": [a.hid_dim] * a.nn_depth, "activation": a.activation,
                                     "context": a.splice}   # (the DBN's, checked above)
-    build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, **given_shape, pnorm_group=a.pnorm_group,
-                    apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
-                    cv_percent=a.cv_percent, cv_data_dir=a.cv_data or None, cv_ali_dir=a.cv_ali or None,
-                    dbn_path=a.dbn or None, dbn=dbn, feature_transform=transform,
-                    feature_transform_path=a.feature_transform, progress=not progress_kwargs()["disable"])
-    return 0
+    def train(sync=None):
+        build_and_train(a.data, a.ali_dir, a.exp_dir, cfg, **given_shape, pnorm_group=a.pnorm_group,
+                        apply_cmvn=_apply_cmvn(a.apply_cmvn, a.data), delta_order=a.delta_order,
+                        cv_percent=a.cv_percent, cv_data_dir=a.cv_data or None, cv_ali_dir=a.cv_ali or None,
+                        dbn_path=a.dbn or None, dbn=dbn, feature_transform=transform,
+                        feature_transform_path=a.feature_transform, progress=not progress_kwargs()["disable"],
+                        sync=sync)
+
+    from pynnet.parallel.comm import launched_size
+    if a.num_workers == 1:
+        if launched_size() > 1:
+            fail(f"started as {launched_size()} ranks but --num-workers is 1 (steps/nnet/train.sh "
+                 "--num-workers K starts K ranks)")
+        train()
+        return 0
+    from pynnet.parallel.job import run_on_ranks
+    return run_on_ranks(train, a.exp_dir, cfg, backend=a.comm_backend, timeout=a.comm_timeout)
 
 
 @cli

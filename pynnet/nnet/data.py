@@ -31,7 +31,21 @@ from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import read_table_lines
 
 
+_log_rank = 0
+
+
+def set_log_rank(rank: int) -> None:
+    """K workers: rank 0 logs everything; the others only their warnings, marked with the rank
+    (one log for the job, not K copies of it)."""
+    global _log_rank
+    _log_rank = rank
+
+
 def log(msg: str) -> None:
+    if _log_rank:
+        if not msg.startswith("WARNING"):
+            return
+        msg = f"rank {_log_rank}: {msg}"
     print(msg, file=sys.stderr, flush=True)
 
 

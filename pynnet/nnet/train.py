@@ -50,6 +50,11 @@ class TrainConfig:
     checkpoint_every: int = 1000      # minibatches
     seed: int = 777
     device: str = "cpu"
+    # data-parallel training (pynnet.parallel; one worker: ignored)
+    num_workers: int = 1
+    sync: str = "average"             # average | allreduce | average-1bit
+    average_every: int = 10           # minibatches between averages
+    lr_scaling: str = "linear"        # the learning rate times K | sqrt(K) | 1
 
 
 # options that may differ between a run and its resumption
@@ -59,20 +64,62 @@ _CHECKPOINT_KEYS = ("cfg", "state", "model", "opt", "arch", "input_pipeline")
 
 
 class Synchronizer:
-    """Hook between minibatches; the single-worker implementation does nothing.
-    ``needs_gradients``: True makes the optimizer keep each minibatch's gradient in ``layer.grad``
-    for ``before_update`` (otherwise SGD/NG-SGD apply their update inside backward)."""
+    """Hook between minibatches; the single-worker implementation does nothing (pynnet.parallel
+    has the data-parallel ones). ``needs_gradients``: True makes the optimizer keep each
+    minibatch's gradient in ``layer.grad`` for ``before_update`` (otherwise SGD/NG-SGD apply their
+    update inside backward). ``before_update``/``after_update``/``end_epoch`` return a message
+    when some rank failed (``local_failure``: this rank's non-finite loss, set by the trainer):
+    every rank then goes back to the last checkpoint together."""
     lr_scale = 1.0
     needs_gradients = False
+    rank, size, is_writer = 0, 1, True
+    local_failure: str | None = None
 
-    def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> None:
+    def setup(self, model: Dnn, optimizer: Optimizer) -> None:
+        """Called once the model and optimizer exist (before any checkpoint is restored)."""
+
+    def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
         pass
 
-    def after_update(self, step: int, model: Dnn, optimizer: Optimizer) -> None:
+    def after_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
         pass
+
+    def end_epoch(self, step: int) -> str | None:
+        """After an epoch's last update (model averaging: the last average)."""
 
     def reduce(self, stats: dict[str, float]) -> dict[str, float]:
         return stats
+
+    def data_seed(self, seed: int) -> int:
+        """The seed of this rank's data order."""
+        return seed
+
+    def shard(self, tr: FrameSet, cv: FrameSet, fingerprint: dict, model: Dnn) -> tuple[FrameSet, FrameSet]:
+        """This rank's parts of the training and CV sets (one worker: all of them)."""
+        return tr, cv
+
+    def epoch_steps(self, planned: int) -> int | None:
+        """Minibatches of the epoch when every rank must run the same number (None: all there are)."""
+        return None
+
+    def checkpoint_due(self, step: int, every: int) -> bool:
+        return step % every == 0
+
+    def gather(self, obj) -> list | None:
+        """Every rank's ``obj`` on the writer (rank 0), None elsewhere."""
+        return [obj]
+
+    def note_checkpoint(self, text: str) -> None:
+        """Where the last checkpoint is (for the message when a rank dies)."""
+
+    def check_replicas(self) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, s: dict) -> None:
+        pass
 
 
 def exponential_lr(initial: float, final: float, epochs_done: float, num_epochs: int) -> float:
@@ -176,6 +223,8 @@ class Trainer:
         self.device = torch.device(cfg.device)
         self.model = model.to(self.device)
         self.opt = make_optimizer(cfg.optimizer, self.model, cfg.momentum)
+        self.sync.setup(self.model, self.opt)
+        self.data_seed = self.sync.data_seed(cfg.seed)
         self.ckpt_path = os.path.join(exp_dir, "checkpoint.pt")
         self.best_path = os.path.join(exp_dir, "nnet", "best.pt")
         self.st: dict = {}
@@ -188,8 +237,22 @@ class Trainer:
                 "opt": self.opt.state_dict()}
 
     def _restore(self, snap: dict) -> None:
+        """A snapshot's model; the optimizer (and synchronizer) state: this rank's."""
         self.model.load_state_dict(snap["model"])
-        self.opt.load_state_dict(snap["opt"])
+        part = snap["ranks"][self.sync.rank] if "ranks" in snap else snap
+        self.opt.load_state_dict(part["opt"])
+        self.sync.load_state_dict(part.get("sync") or {})
+
+    def _save_snapshot(self, obj: dict, path: str) -> None:
+        """Rank 0 writes ``obj`` (model, opt, ...) with every rank's optimizer and synchronizer
+        state (one worker: the file as it always was)."""
+        local = {"opt": obj["opt"], "sync": self.sync.state_dict(), "state": obj.get("state")}
+        parts = self.sync.gather(local)
+        if parts is None:
+            return
+        if self.sync.size > 1:
+            obj["ranks"] = parts
+        save_atomic(obj, path)
 
     def _nonfinite_params(self) -> list[str]:
         with torch.no_grad():
@@ -208,7 +271,12 @@ class Trainer:
         obj = {"cfg": asdict(self.cfg), "state": self.st, **self._snapshot(),
                "arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
                "threads": torch.get_num_threads(), "device": device_name(self.device), "data": self.data_id}
-        save_atomic(obj, self.ckpt_path)
+        self._save_snapshot(obj, self.ckpt_path)
+        if self.sync.is_writer and self.sync.size > 1:
+            with atomic_write(os.path.join(self.dir, "log", "last_checkpoint")) as f:
+                f.write(f"{self.ckpt_path} (epoch {st['epoch']}, update {st['step']})\n")
+        self.sync.note_checkpoint(f"the last checkpoint is {self.ckpt_path} (epoch {st['epoch']}, update "
+                                  f"{st['step']}): rerun the same command to resume from it")
 
     def load_checkpoint(self, obj: dict | None = None) -> bool:
         """Restore checkpoint.pt (``obj``: its contents, already read)."""
@@ -218,7 +286,9 @@ class Trainer:
             obj = read_checkpoint(self.ckpt_path)
         check_same_data(obj, self.data_id, self.ckpt_path)
         old = obj["cfg"]
-        diff = [k for k, v in asdict(self.cfg).items() if k not in _RESUMABLE_CHANGES and old.get(k) != v]
+        defaults = asdict(TrainConfig())   # (options newer than the checkpoint: their defaults)
+        diff = [k for k, v in asdict(self.cfg).items()
+                if k not in _RESUMABLE_CHANGES and old.get(k, defaults[k]) != v]
         if diff:
             fail("checkpoint was written with other options (" +
                  ", ".join(f"{k}: {old.get(k)} now {getattr(self.cfg, k)}" for k in diff) +
@@ -232,8 +302,15 @@ class Trainer:
         elif obj.get("threads", threads) != threads and self.device.type == "cpu":
             log(f"WARNING: {self.ckpt_path} was written with {obj['threads']} torch threads, resuming with "
                 f"{threads}: training continues, but not bit-identical to an uninterrupted run")
+        ranks = obj.get("ranks")
+        if (ranks is not None or self.sync.size > 1) and len(ranks or [None]) != self.sync.size:
+            fail(f"checkpoint was written by {len(ranks or [None])} workers, this run has {self.sync.size}; "
+                 "remove it to start over", self.ckpt_path)
         self._restore(obj)
-        self.st = obj["state"]
+        self.st = ranks[self.sync.rank]["state"] if ranks else obj["state"]
+        self.sync.local_failure = None
+        self.sync.note_checkpoint(f"the last checkpoint is {self.ckpt_path} (epoch {self.st['epoch']}, update "
+                                  f"{self.st['step']}): rerun the same command to resume from it")
         return True
 
     # ------------------------------------------------------------ evaluation
@@ -263,22 +340,33 @@ class Trainer:
     def run_epoch(self) -> None:
         st, cfg = self.st, self.cfg
         epoch = st["epoch"]
-        chunks = plan_chunks(self.tr, epoch, cfg.seed, cfg.buffer_frames)
+        chunks = plan_chunks(self.tr, epoch, self.data_seed, cfg.buffer_frames)
+        # K workers: every rank runs the same number of minibatches (the smallest shard's); a rank
+        # that comes out short (utterances skipped while loading) goes round its shard again
+        total = self.sync.epoch_steps(sum(-(-sum(self.tr.frames[u] for u in c) // cfg.minibatch_size)
+                                          for c in chunks))
+        if total is not None:
+            st["epoch_steps_total"] = total
+            chunks = chunks + chunks
         exponential = cfg.schedule == "exponential"
         from tqdm import tqdm
 
         bar = tqdm(total=self.tr.num_frames, initial=st["acc"]["frames"], unit="fr", unit_scale=True,
                    desc=f"epoch {epoch} lr {st['lr']:.3g}", **progress_kwargs(self.progress))
-        loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [cfg.seed, epoch, 2])
+        loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [self.data_seed, epoch, 2])
         self.model.train()
         fused = not self.sync.needs_gradients
         t0 = time.time()
         try:
             for ch in loader:
+                if total is not None and st.get("epoch_step", 0) >= total:
+                    break
                 x, y = ch.x.to(self.device), ch.y.to(self.device)
                 order = ch.order.to(self.device)
                 starts = range(st["batch"] * cfg.minibatch_size, len(y), cfg.minibatch_size)
                 for b, i in enumerate(starts, st["batch"]):
+                    if total is not None and st.get("epoch_step", 0) >= total:
+                        break
                     if exponential:
                         st["lr"] = self._exponential_lr()
                     lr = st["lr"] * self.sync.lr_scale
@@ -289,23 +377,44 @@ class Trainer:
                     loss = F.cross_entropy(out, yb, reduction="sum")
                     lv = float(loss.detach())
                     if not math.isfinite(lv):
-                        raise _Restart(f"non-finite loss at epoch {epoch} chunk {ch.index} minibatch {b}")
-                    loss.backward()
-                    self.sync.before_update(st["step"], self.model, self.opt)
-                    self.opt.step(lr)
+                        what = f"non-finite loss at epoch {epoch} chunk {ch.index} minibatch {b}"
+                        if self.sync.size == 1:
+                            raise _Restart(what)
+                        # K workers: this rank stops updating and tells the others at the next
+                        # synchronisation; then every rank restores the same checkpoint
+                        self.sync.local_failure = self.sync.local_failure or what
+                    if not self.sync.local_failure:
+                        loss.backward()
+                    failed = self.sync.before_update(st["step"], self.model, self.opt)
+                    if failed:
+                        raise _Restart(failed)
+                    if not self.sync.local_failure:
+                        self.opt.step(lr)
                     st["step"] += 1
-                    self.sync.after_update(st["step"], self.model, self.opt)
+                    st["epoch_step"] = st.get("epoch_step", 0) + 1
+                    failed = self.sync.after_update(st["step"], self.model, self.opt)
+                    if failed:
+                        raise _Restart(failed)
                     a = st["acc"]
-                    a["loss"] += lv
-                    a["correct"] += int((out.detach().argmax(1) == yb).sum())
-                    a["frames"] += len(yb)
+                    if not self.sync.local_failure:
+                        a["loss"] += lv
+                        a["correct"] += int((out.detach().argmax(1) == yb).sum())
+                        a["frames"] += len(yb)
                     st["batch"] = b + 1
                     bar.update(len(yb))
-                    if st["step"] % cfg.checkpoint_every == 0:
+                    if self.sync.checkpoint_due(st["step"], cfg.checkpoint_every):
                         a["seconds"] += time.time() - t0
                         t0 = time.time()
                         self.save_checkpoint()
-                st["chunk"], st["batch"] = ch.index + 1, 0
+                else:
+                    st["chunk"], st["batch"] = ch.index + 1, 0
+            if total is not None and st.get("epoch_step", 0) < total:
+                fail(f"rank {self.sync.rank} ran out of usable training frames in epoch {epoch} "
+                     f"({st.get('epoch_step', 0)} of {total} minibatches: too many utterances skipped, "
+                     "the warnings above)", self.tr.reader.feats_scp)
+            failed = self.sync.end_epoch(st["step"])
+            if failed:
+                raise _Restart(failed)
         finally:
             loader.close()
             bar.close()
@@ -344,6 +453,7 @@ class Trainer:
                     st["epoch_lr"] = st["lr"]
             try:
                 self.run_epoch()
+                self.sync.check_replicas()
                 self.check_finite(f"the end of epoch {st['epoch']}")
                 self._end_epoch()
                 self.save_checkpoint()
@@ -356,7 +466,10 @@ class Trainer:
     def _exponential_lr(self) -> float:
         """The rate for the next minibatch: the epoch's position counts in (exact resume)."""
         st, cfg = self.st, self.cfg
-        done = st["epoch"] - 1 + st["acc"]["frames"] / max(self.tr.num_frames, 1)
+        if st.get("epoch_steps_total"):   # K workers: the same rate on every rank
+            done = st["epoch"] - 1 + st.get("epoch_step", 0) / st["epoch_steps_total"]
+        else:
+            done = st["epoch"] - 1 + st["acc"]["frames"] / max(self.tr.num_frames, 1)
         return st["lr_factor"] * exponential_lr(cfg.learn_rate, cfg.final_learn_rate, done, cfg.num_epochs)
 
     def _recover(self, what: str) -> None:
@@ -403,7 +516,7 @@ class Trainer:
         st["history"].append(rec)
         self._write_log()
         st["epoch"] += 1
-        st["chunk"], st["batch"], st["acc"] = 0, 0, _zero_acc()
+        st["chunk"], st["batch"], st["acc"], st["epoch_step"] = 0, 0, _zero_acc(), 0
         if cfg.schedule == "exponential":
             st["done"] = st["epoch"] > cfg.num_epochs + cfg.num_epochs_extra
             return
@@ -425,15 +538,19 @@ class Trainer:
         return read_checkpoint(self.best_path, ("model", "opt"), f"delete {self.ckpt_path} to start over")
 
     def _save_best(self) -> None:
-        save_atomic(self._snapshot(), self.best_path)
+        self._save_snapshot(self._snapshot(), self.best_path)
 
     def _write_log(self) -> None:
+        if not self.sync.is_writer:
+            return
         hist = self.st["history"]
         with atomic_write(os.path.join(self.dir, "log", "train.json")) as f:
             json.dump(hist, f, indent=1)
         plot_curve(hist, os.path.join(self.dir, "train_curve.png"))
 
     def _write_final(self) -> None:
+        if not self.sync.is_writer:
+            return
         best = self._read_best()
         final = model_from_dict({"arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
                                  "state_dict": best["model"]})
@@ -511,6 +628,10 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
 
     set_threads()
     seed_everything(cfg.seed)
+    sync = sync or Synchronizer()
+    writer = sync.is_writer
+    if not writer:
+        progress = False
     os.makedirs(os.path.join(exp_dir, "log"), exist_ok=True)
     ckpt = os.path.join(exp_dir, "checkpoint.pt")
     obj = read_checkpoint(ckpt) if os.path.exists(ckpt) else None   # unreadable: fail before the data
@@ -558,8 +679,9 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
     if obj is not None:
         # before the lists are rewritten: they must keep describing the checkpoint's split
         check_same_data(obj, data_id, ckpt)
-    write_table(os.path.join(exp_dir, "train_utts.list"), [(u, "") for u in tr.utts])   # atomic
-    write_table(os.path.join(exp_dir, "cv_utts.list"), [(u, "") for u in cv.utts])
+    if writer:
+        write_table(os.path.join(exp_dir, "train_utts.list"), [(u, "") for u in tr.utts])   # atomic
+        write_table(os.path.join(exp_dir, "cv_utts.list"), [(u, "") for u in cv.utts])
     if obj is not None:
         model = model_from_dict({"arch": obj["arch"], "input_pipeline": obj["input_pipeline"],
                                  "state_dict": obj["model"]})
@@ -590,16 +712,22 @@ def build_and_train(data_dir: str, ali_dir: str, exp_dir: str, cfg: TrainConfig,
                 model.transform.load_state_dict(feature_transform.state_dict())
         counts = pdf_counts([tr, cv], num_pdfs)
         model.set_priors_from_counts(counts)
-        # Kaldi nnet1's prior file (analyze-counts output: a text vector)
-        with atomic_write(os.path.join(exp_dir, "ali_train_pdf.counts")) as f:
-            f.write("[ " + " ".join(str(int(c)) for c in counts) + " ]\n")
-        save_model(init_path, model, {"init": init_id})
+        # (K workers: every rank builds the same initial model; rank 0 writes it)
+        if writer:
+            # Kaldi nnet1's prior file (analyze-counts output: a text vector)
+            with atomic_write(os.path.join(exp_dir, "ali_train_pdf.counts")) as f:
+                f.write("[ " + " ".join(str(int(c)) for c in counts) + " ]\n")
+            save_model(init_path, model, {"init": init_id})
         log(f"wrote {init_path}: {model.num_params()} parameters, "
             f"{model.transform.output_dim} inputs -> {model.arch['hidden_dims']} -> {num_pdfs}")
     if model.arch["output_dim"] != num_pdfs:
         fail(f"model has {model.arch['output_dim']} outputs but the alignments have {num_pdfs} pdfs", init_path)
     from pynnet.nnet.kaldi_nnet1 import write_feature_transform
-    write_feature_transform(os.path.join(exp_dir, "final.feature_transform"), model.transform)
+    if writer:
+        write_feature_transform(os.path.join(exp_dir, "final.feature_transform"), model.transform)
+    # K workers: each rank's shards, after checking that every rank runs the same training
+    tr, cv = sync.shard(tr, cv, {"options": {k: v for k, v in asdict(cfg).items() if k != "device"},
+                                 "data": data_id}, model)
     trainer = Trainer(exp_dir, model, tr, cv, cfg, sync, progress, data_id, checkpoint=obj)
     del obj   # the trainer holds it until the resume, not the whole training
     return trainer.train()

@@ -1,0 +1,61 @@
+"""One rank of a data-parallel training job: communicator, synchronizer, and what happens on an
+error (one message, then the whole job ends: never K-1 ranks waiting for a dead one)."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+from pynnet.io.errors import PynnetError
+from pynnet.nnet.data import set_log_rank
+from pynnet.nnet.train import TrainConfig
+from pynnet.parallel.comm import DEFAULT_TIMEOUT, CommFailure, launched_size, make_communicator
+from pynnet.parallel.sync import make_sync, write_rank_info
+
+
+def prog_name() -> str:
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "pynnet"
+
+
+def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str = "mpi",
+                 timeout: float | None = None, error_feedback: bool = True) -> int:
+    """``train(sync)`` on this rank of a job of ``cfg.num_workers`` ranks."""
+    started = launched_size()
+    if started != cfg.num_workers:
+        raise PynnetError(f"--num-workers {cfg.num_workers} but the launcher started {started} rank(s) "
+                          f"(steps/nnet/train.sh --num-workers K starts them with mpiexec -n K)")
+    comm = make_communicator(backend, DEFAULT_TIMEOUT if timeout is None else timeout, cfg.device)
+    if comm.size != cfg.num_workers:
+        raise PynnetError(f"--num-workers {cfg.num_workers} but the communicator has {comm.size} ranks")
+    set_log_rank(comm.rank)
+    comm.failure_note = "no checkpoint was written yet: rerun the same command to start again"
+    try:
+        write_rank_info(os.path.join(exp_dir, "log"), comm.rank)
+        sync = make_sync(cfg.sync, comm, cfg.average_every, cfg.lr_scaling, error_feedback)
+        train(sync)
+        # the others wait for rank 0's final.nnet: the job ends when the model is there
+        comm.barrier("the end of the training (rank 0 writes final.nnet)")
+    except BaseException as e:  # noqa: BLE001 - every error of a rank ends the whole job
+        _report(e, comm.rank)
+        comm.abort(143 if type(e).__name__ == "Terminated" else 1)
+    comm.close()
+    return 0
+
+
+def _report(e: BaseException, rank: int) -> None:
+    if isinstance(e, CommFailure) and e.collective:
+        return   # (every live rank has it: the lowest one prints it)
+    who = f"rank {rank}: " if rank else ""
+    if isinstance(e, PynnetError):
+        msg = str(e)
+    elif isinstance(e, OSError):
+        msg = f"{e.strerror or e}" + (f": {e.filename}" if e.filename else "")
+    elif type(e).__name__ == "Terminated":
+        msg = "terminated"
+    elif isinstance(e, KeyboardInterrupt):
+        msg = "interrupted"
+    else:   # a bug, not a user error: the traceback is wanted
+        import traceback
+        traceback.print_exception(e)
+        msg = f"{type(e).__name__}: {e}"
+    print(f"ERROR ({prog_name()}): {who}{msg}", file=sys.stderr, flush=True)

@@ -1,0 +1,342 @@
+"""Data-parallel DNN training as ``Synchronizer``s of the one training loop (pynnet.nnet.train).
+
+Each rank trains on its own shard of whole utterances (balanced by frames), seeded from
+(seed, rank), and runs the same number of minibatches per epoch; how the ranks stay in step is
+the pluggable part:
+
+* ``AverageSync`` (``--sync average``, Su & Chen 2015): local NG-SGD/SGD updates; every N
+  minibatches the parameters are averaged in memory with one allreduce (nnet2 averages through
+  files every 1-2 minutes). The NG-SGD preconditioners stay per rank (each estimates the Fisher
+  matrix of its own data); SGD momentum stays per rank too (each velocity continues from its
+  own local steps: averaging it would double the bytes of every average).
+* ``AllreduceSync`` (``--sync allreduce``): the synchronous baseline: every minibatch's gradient
+  (NG-SGD: the preconditioned direction, and the max-change statistics) is averaged with one fp32
+  allreduce before the step, so every replica makes the same update.
+* ``OneBitAverageSync`` (``--sync average-1bit``): as averaging, but each rank sends the change of
+  its parameters since the last average quantized to 1 bit per value with error feedback
+  (pynnet.parallel.quantize), allgathered; every rank decodes the same bits in rank order, so
+  the replicas stay identical.
+
+Learning rate with K workers (``--lr-scaling``): the rate is multiplied by K (``linear``, the
+default), sqrt(K) or 1. Averaging K models each moved by lr x their gradients moves the average
+by lr/K x the sum: linear scaling makes an epoch's total step what one worker's is (nnet2's
+"effective learning rate" times the number of jobs); in the allreduce mode the gradients are
+averaged, so linear scaling applies one worker's per-frame rate to the K minibatches' sum.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import socket
+import sys
+
+import numpy as np
+import torch
+
+from pynnet.io.errors import PynnetError
+from pynnet.nnet.data import FrameSet, log
+from pynnet.nnet.model import Dnn
+from pynnet.nnet.optim import NgSgd, Optimizer
+from pynnet.nnet.train import Synchronizer
+from pynnet.parallel.comm import CommFailure, Communicator
+from pynnet.parallel.quantize import ErrorFeedbackQuantizer
+
+SYNC_MODES = ("average", "allreduce", "average-1bit")
+LR_SCALINGS = ("linear", "sqrt", "none")
+
+
+def rank_seed(seed: int, rank: int, size: int) -> int:
+    """The data-order seed of ``rank`` of ``size`` (one worker: ``seed`` itself)."""
+    if size == 1:
+        return seed
+    return int(np.random.SeedSequence([seed, rank, size]).generate_state(1)[0])
+
+
+def shard_utterances(utts: list[str], frames: dict[str, int], size: int) -> list[list[str]]:
+    """Whole utterances to ``size`` shards balanced by frames: longest first, each to the shard
+    with the fewest frames so far (ties: the lower rank); each shard C-sorted."""
+    order = sorted(utts, key=lambda u: (-frames[u], u.encode()))
+    load = [0] * size
+    shards: list[list[str]] = [[] for _ in range(size)]
+    for u in order:
+        r = min(range(size), key=lambda j: (load[j], j))
+        shards[r].append(u)
+        load[r] += frames[u]
+    return [sorted(s, key=lambda u: u.encode()) for s in shards]
+
+
+def flatten_parameters(model: Dnn, extra: int = 0) -> torch.Tensor:
+    """Puts every affine layer's ``wb`` into one buffer (each a view with its padded row stride,
+    the padding zero) so that one collective moves the whole model; ``extra`` more elements at
+    the end. Returns the buffer."""
+    affs = model.affines
+    for a in affs:
+        a.ensure_padded()
+    sizes = [a.wb.shape[0] * a.wb.stride(0) for a in affs]
+    w = affs[0].wb
+    flat = torch.zeros(sum(sizes) + extra, dtype=w.dtype, device=w.device)
+    o = 0
+    for a, n in zip(affs, sizes):
+        rows, cols = a.wb.shape
+        view = flat[o:o + n].view(rows, a.wb.stride(0))[:, :cols]
+        view.copy_(a.wb.data)
+        a.wb.data = view
+        o += n
+    return flat
+
+
+def parameters_sha1(model: Dnn) -> str:
+    h = hashlib.sha1()
+    for a in model.affines:
+        h.update(a.wb.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class ParallelSync(Synchronizer):
+    """What the modes share: rank, shard seeds, reductions, per-rank state in checkpoints, the
+    agreement check, the learning-rate scaling."""
+    mode = ""
+
+    def __init__(self, comm: Communicator, lr_scaling: str = "linear"):
+        if lr_scaling not in LR_SCALINGS:
+            raise PynnetError(f"--lr-scaling must be one of {', '.join(LR_SCALINGS)}, not '{lr_scaling}'")
+        self.comm, self.lr_scaling = comm, lr_scaling
+        self.rank, self.size = comm.rank, comm.size
+        self.is_writer = self.rank == 0
+        self.local_failure: str | None = None
+        self.model: Dnn | None = None
+        self.updates_since_sync = 0
+
+    @property
+    def lr_scale(self) -> float:
+        return {"linear": float(self.size), "sqrt": math.sqrt(self.size), "none": 1.0}[self.lr_scaling]
+
+    def data_seed(self, seed: int) -> int:
+        return rank_seed(seed, self.rank, self.size)
+
+    # ------------------------------------------------------------ agreement and reductions
+    def agree(self, fingerprint: dict) -> None:
+        """Every rank must run the same command on the same data: a mismatch is one error
+        (printed by rank 0), not a hang in a collective whose sizes differ."""
+        all_fp = self.comm.allgather_object(fingerprint, "the start (rank agreement check)")
+        diffs = []
+        for r, fp in enumerate(all_fp[1:], 1):
+            for k in sorted(set(fp) | set(all_fp[0])):
+                if fp.get(k) != all_fp[0].get(k):
+                    diffs.append(f"rank {r} has {k} {_short(fp.get(k))} (rank 0: {_short(all_fp[0].get(k))})")
+        if diffs:
+            raise CommFailure("the ranks disagree: " + "; ".join(diffs[:4]) + (" ..." if len(diffs) > 4 else "")
+                              + ": every rank must run the same command on the same data",
+                              collective=not self.is_writer)
+
+    def shard(self, tr: FrameSet, cv: FrameSet, fingerprint: dict, model: Dnn) -> tuple[FrameSet, FrameSet]:
+        self.agree(fingerprint | {"initial model": parameters_sha1(model), "ranks": self.size})
+        for fs, what in ((tr, "training"), (cv, "CV")):
+            if len(fs.utts) < self.size:
+                raise CommFailure(f"{fs.reader.feats_scp}: {self.size} workers but only {len(fs.utts)} {what} "
+                                  "utterances: each worker needs at least one", collective=not self.is_writer)
+        parts = [shard_utterances(fs.utts, fs.frames, self.size)[self.rank] for fs in (tr, cv)]
+        log(f"rank {self.rank} of {self.size}: {len(parts[0])} training utterances "
+            f"({sum(tr.frames[u] for u in parts[0])} frames), {len(parts[1])} CV utterances")
+        return (FrameSet(tr.reader, tr.targets, parts[0], tr.frames, tr.lengths_from),
+                FrameSet(cv.reader, cv.targets, parts[1], cv.frames, cv.lengths_from))
+
+    def reduce(self, stats: dict[str, float]) -> dict[str, float]:
+        """Sums over the ranks (``seconds``: the slowest rank's), added in rank order on every
+        rank, so that every rank takes the same newbob decision."""
+        keys = sorted(stats)
+        rows = self.comm.allgather(torch.tensor([float(stats[k]) for k in keys], dtype=torch.float64),
+                                   "the reduction of the statistics").numpy()
+        out = {}
+        for j, k in enumerate(keys):
+            col = rows[:, j]
+            out[k] = float(col.max()) if k == "seconds" else float(sum(col.tolist()))
+        return out
+
+    def epoch_steps(self, planned: int) -> int | None:
+        """The same number of minibatches on every rank: the smallest shard's."""
+        counts = self.comm.allgather(torch.tensor([planned], dtype=torch.int64), "the epoch's start")
+        return int(counts.min())
+
+    def gather(self, obj):
+        return self.comm.gather_object(obj, what="the checkpoint's per-rank state")
+
+    def checkpoint_due(self, step: int, every: int) -> bool:
+        return step % every == 0
+
+    def note_checkpoint(self, text: str) -> None:
+        self.comm.failure_note = text
+
+    def check_replicas(self) -> None:
+        """After an epoch: every replica must be the same model (they are by construction; a
+        summation order that differed between ranks would show here): rank 0's is kept."""
+        hashes = self.comm.allgather_object(parameters_sha1(self.model), "the end of the epoch (replica check)")
+        if len(set(hashes)) > 1:
+            if self.is_writer:
+                print(f"WARNING: the replicas differ after the epoch ({len(set(hashes))} versions): "
+                      "rank 0's model is broadcast", file=sys.stderr, flush=True)
+            for a in self.model.affines:
+                self.comm.broadcast(a.wb.data, 0, "the replica repair")
+
+    def _failure(self, count: float, step: int) -> str | None:
+        if count <= 0:
+            return None
+        return f"non-finite loss on {int(round(count))} of {self.size} ranks before update {step}"
+
+    def setup(self, model: Dnn, opt: Optimizer) -> None:
+        self.model = model
+
+
+class AverageSync(ParallelSync):
+    mode = "average"
+
+    def __init__(self, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear"):
+        super().__init__(comm, lr_scaling)
+        self.every = average_every
+
+    def setup(self, model: Dnn, opt: Optimizer) -> None:
+        super().setup(model, opt)
+        self.flat = flatten_parameters(model, extra=1)   # + the failure flag
+
+    def checkpoint_due(self, step: int, every: int) -> bool:
+        # only right after an average, when every replica is the same model
+        every = -(-every // self.every) * self.every
+        return step % every == 0
+
+    def after_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
+        self.updates_since_sync += 1
+        if step % self.every:
+            return None
+        return self._average(step)
+
+    def end_epoch(self, step: int) -> str | None:
+        return self._average(step) if self.updates_since_sync else None
+
+    @torch.no_grad()
+    def _average(self, step: int) -> str | None:
+        self.updates_since_sync = 0
+        self.flat[-1] = 1.0 if self.local_failure else 0.0
+        self.comm.allreduce(self.flat, "sum", f"the parameter averaging after update {step}")
+        bad = float(self.flat[-1])
+        self.flat[:-1].div_(self.size)
+        return self._failure(bad, step)
+
+
+class AllreduceSync(ParallelSync):
+    mode = "allreduce"
+    needs_gradients = True
+
+    def setup(self, model: Dnn, opt: Optimizer) -> None:
+        super().setup(model, opt)
+        affs = model.affines
+        sizes = [a.out_dim * (a.in_dim + 1) for a in affs]
+        self.num_layers = len(affs)
+        self.tail = sum(sizes)
+        w = affs[0].wb
+        # gradients, then per layer NG-SGD's max-change statistics (sum of row-norm products,
+        # rows), then the failure flag
+        self.gflat = torch.zeros(self.tail + 2 * len(affs) + 1, dtype=w.dtype, device=w.device)
+        o = 0
+        for a, n in zip(affs, sizes):
+            a.grad = self.gflat[o:o + n].view(a.out_dim, a.in_dim + 1)
+            o += n
+        self.stats = torch.zeros(2 * len(affs) + 1, dtype=torch.float64)
+
+    @torch.no_grad()
+    def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
+        L, tail = self.num_layers, self.gflat[self.tail:]
+        if self.local_failure:
+            self.gflat[:self.tail].zero_()
+        ng = isinstance(optimizer, NgSgd)
+        if ng:
+            tail[:L] = torch.tensor(optimizer._change, dtype=tail.dtype)
+            tail[L:2 * L] = torch.tensor(optimizer._n, dtype=tail.dtype)
+        tail[-1] = 1.0 if self.local_failure else 0.0
+        self.comm.allreduce(self.gflat, "sum", f"the gradient allreduce of update {step + 1}")
+        t = tail.double().cpu()
+        bad = self._failure(float(t[-1]), step + 1)
+        if bad:
+            return bad
+        self.gflat[:self.tail].div_(self.size)
+        if ng:
+            # the max-change check on the averaged step: lr x the mean change against all rows
+            optimizer._change = (t[:L] / self.size).tolist()
+            optimizer._n = [int(round(v)) for v in t[L:2 * L].tolist()]
+        return None
+
+
+class OneBitAverageSync(AverageSync):
+    mode = "average-1bit"
+
+    def __init__(self, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear",
+                 error_feedback: bool = True):
+        super().__init__(comm, average_every, lr_scaling)
+        self.error_feedback = error_feedback
+
+    def setup(self, model: Dnn, opt: Optimizer) -> None:
+        ParallelSync.setup(self, model, opt)
+        affs = model.affines
+        self.quantizers = [ErrorFeedbackQuantizer(a.out_dim, a.in_dim + 1, self.error_feedback) for a in affs]
+        self.offsets = np.cumsum([8] + [q.nbytes for q in self.quantizers]).tolist()
+        self.payload = np.zeros(self.offsets[-1], dtype=np.uint8)
+        self._take_reference()
+
+    def _take_reference(self) -> None:
+        # the last average: identical on every rank
+        self.ref = [a.wb.detach().cpu().clone().contiguous() for a in self.model.affines]
+
+    @torch.no_grad()
+    def _average(self, step: int) -> str | None:
+        self.updates_since_sync = 0
+        self.payload[:8] = np.frombuffer(np.float64(1.0 if self.local_failure else 0.0).tobytes(), np.uint8)
+        for a, q, ref, o in zip(self.model.affines, self.quantizers, self.ref, self.offsets):
+            delta = a.wb.detach().cpu() - ref
+            q.encode(delta, self.payload[o:o + q.nbytes])
+        rows = self.comm.allgather(torch.from_numpy(self.payload), f"the 1-bit parameter averaging after update {step}")
+        rows = rows.numpy()
+        bad = sum(float(np.frombuffer(rows[r, :8].tobytes(), np.float64)[0]) for r in range(self.size))
+        if bad:
+            return self._failure(bad, step)
+        for a, q, ref, o in zip(self.model.affines, self.quantizers, self.ref, self.offsets):
+            total = q.decode(rows[0, o:o + q.nbytes])
+            for r in range(1, self.size):
+                total += q.decode(rows[r, o:o + q.nbytes])
+            ref.add_(total.div_(self.size))
+            a.wb.copy_(ref)
+        return None
+
+    def state_dict(self) -> dict:
+        return {"residuals": [q.residual.clone() for q in self.quantizers]}
+
+    def load_state_dict(self, s: dict) -> None:
+        """After the model was restored: the residuals of the checkpoint, the reference = the model."""
+        for q, r in zip(self.quantizers, s["residuals"]):
+            q.residual.copy_(r)
+        self._take_reference()
+
+
+def make_sync(mode: str, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear",
+              error_feedback: bool = True) -> ParallelSync:
+    if mode == "average":
+        return AverageSync(comm, average_every, lr_scaling)
+    if mode == "allreduce":
+        return AllreduceSync(comm, lr_scaling)
+    if mode == "average-1bit":
+        return OneBitAverageSync(comm, average_every, lr_scaling, error_feedback)
+    raise PynnetError(f"--sync must be one of {', '.join(SYNC_MODES)}, not '{mode}'")
+
+
+def write_rank_info(log_dir: str, rank: int) -> None:
+    """``<log_dir>/ranks/<rank>``: host and pid, so that the launcher can name a rank that died."""
+    d = os.path.join(log_dir, "ranks")
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{rank}.tmp")
+    with open(tmp, "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    os.replace(tmp, os.path.join(d, str(rank)))
+
+
+def _short(v) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
