@@ -294,10 +294,10 @@ class TorchCommunicator(Communicator):
         return self.dist.all_reduce(host, op=self._ops[op], async_op=True)
 
     def _iallgather(self, host, out):
-        return self.dist.all_gather_into_tensor(out, host, async_op=True)
+        return self.dist.all_gather_into_tensor(out.view(-1), host.reshape(-1), async_op=True)
 
     def _ialltoall(self, host, out):
-        return self.dist.all_to_all_single(out, host, async_op=True)
+        return self.dist.all_to_all_single(out.view(-1), host.reshape(-1), async_op=True)
 
     def _ibroadcast(self, host, root):
         return self.dist.broadcast(host, src=root, async_op=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Callable
 
 from pynnet.io.errors import PynnetError
@@ -36,15 +37,17 @@ def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str =
         # the others wait for rank 0's final.nnet: the job ends when the model is there
         comm.barrier("the end of the training (rank 0 writes final.nnet)")
     except BaseException as e:  # noqa: BLE001 - every error of a rank ends the whole job
-        _report(e, comm.rank)
+        if isinstance(e, CommFailure) and e.collective:
+            # the rank that prints it ends the job: aborting first could kill it before it prints
+            time.sleep(10)
+        else:
+            _report(e, comm.rank)
         comm.abort(143 if type(e).__name__ == "Terminated" else 1)
     comm.close()
     return 0
 
 
 def _report(e: BaseException, rank: int) -> None:
-    if isinstance(e, CommFailure) and e.collective:
-        return   # (every live rank has it: the lowest one prints it)
     who = f"rank {rank}: " if rank else ""
     if isinstance(e, PynnetError):
         msg = str(e)

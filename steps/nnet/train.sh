@@ -33,8 +33,16 @@ cv_percent=10
 buffer_frames=32768
 checkpoint_every=1000
 seed=777
-num_threads=1       # torch threads of the training process (exact resume needs the same number)
+num_threads=         # torch threads per rank (empty: 1; with --num-workers K: cores / K; exact resume needs the same)
 device=cpu           # cpu | cuda
+# Data-parallel training (pynnet.parallel; docs/notes/parallel.md)
+num_workers=1        # K ranks started by --mpirun (1: one process, no MPI)
+sync=average         # average (model averaging, Su & Chen) | allreduce (fp32 gradients) | average-1bit
+average_every=10     # minibatches between averages
+lr_scaling=linear    # learning rate times K | sqrt(K) | 1 (none)
+comm_backend=mpi     # mpi (mpi4py) | torch (torch.distributed: gloo on CPUs, nccl on GPUs)
+comm_timeout=        # seconds a collective waits before the job ends naming the missing rank (default 45)
+mpirun=              # the MPI launcher (default "mpiexec -n K"; e.g. "mpiexec -n 8 -f hosts", "srun --mpi=pmi2")
 # Kaldi nnet1's options
 hid_layers=          # = --nn-depth (with --dbn: hidden layers on top of the DBN's; only 0)
 feature_transform=   # nnet1 feature transform (Splice, AddShift, Rescale), e.g. <dbn-dir>/final.feature_transform;
@@ -72,7 +80,10 @@ Options:
   --num-epochs <n>  --final-learn-rate <lr>  --num-epochs-extra <n>  (exponential, decayed per minibatch)
   --cv-percent <p>             # utterances held out for cross-validation (default $cv_percent; 4 arguments)
   --device <cpu|cuda>          # (default $device)
-  --num-threads <n>            # threads of the training process (default $num_threads)
+  --num-threads <n>            # threads per training process (default 1; with --num-workers K: cores / K)
+  --num-workers <K>            # data-parallel ranks (default 1), started by --mpirun (default: mpiexec -n K)
+  --sync <average|allreduce|average-1bit>  --average-every <n>  --lr-scaling <linear|sqrt|none>
+  --comm-backend <mpi|torch>  --comm-timeout <s>  --mpirun <launcher command>
   --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
 
 . ./path.sh 2>/dev/null || true
@@ -101,7 +112,12 @@ for o in nnet_init nnet_proto proto_opts bn_dim labels num_tgt ivector online_cm
     train_tool train_tool_opts frame_weights utt_weights split_feats feature_transform_proto transf; do
   nnet1_refuse "${o//_/-}" "${!o}" "not supported by pynnet's steps/nnet/train.sh"
 done
-case "$num_threads" in ''|*[!0-9]*|0) echo "$0: --num-threads must be a positive integer" >&2; exit 1 ;; esac
+case "$num_workers" in ''|*[!0-9]*|0) echo "$0: --num-workers must be a positive integer, not '$num_workers'" >&2; exit 1 ;; esac
+if [ -z "$num_threads" ]; then
+  num_threads=1
+  if [ "$num_workers" -gt 1 ]; then num_threads=$(( $(nproc) / num_workers )); [ "$num_threads" -ge 1 ] || num_threads=1; fi
+fi
+case "$num_threads" in *[!0-9]*|0) echo "$0: --num-threads must be a positive integer" >&2; exit 1 ;; esac
 export OMP_NUM_THREADS=$num_threads
 
 cv_opts=(--cv-percent "$cv_percent")
@@ -144,16 +160,25 @@ opts=(--optimizer "$optimizer"
 [ -n "$hid_dim" ] && opts+=(--hid-dim "$hid_dim")
 [ -n "$activation" ] && opts+=(--activation "$activation")
 [ -n "$splice" ] && opts+=(--splice "$splice")
+launch=()
+if [ "$num_workers" -gt 1 ]; then
+  opts+=(--num-workers "$num_workers" --sync "$sync" --average-every "$average_every" --lr-scaling "$lr_scaling"
+         --comm-backend "$comm_backend")
+  [ -n "$comm_timeout" ] && opts+=(--comm-timeout "$comm_timeout")
+  launch=(pynnet-mpirun --num-workers "$num_workers" --comm-backend "$comm_backend" --log-dir "$dir/log"
+          --mpirun "${mpirun:-mpiexec -n $num_workers}" --)
+fi
 
-echo "$0: training $dir from $data and $alidir (log: $dir/log/train.log)"
+echo "$0: training $dir from $data and $alidir (log: $dir/log/train.log)" \
+  "$([ "$num_workers" -gt 1 ] && echo "on $num_workers workers ($sync, $num_threads threads each)")"
 if [ -n "$cmd" ]; then
-  $cmd "$dir/log/train.log" pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" || {
+  $cmd "$dir/log/train.log" "${launch[@]}" pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" || {
     echo "$0: training failed: $(grep -m1 '^ERROR' "$dir/log/train.log") (see $dir/log/train.log)" >&2; exit 1; }
 else
   # progress bars on the terminal (not through tee: they would fill the log), everything else also
   # in the log
   [ -t 2 ] && export PYNNET_PROGRESS_TTY=1
-  pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" 2> >(tee -a "$dir/log/train.log" >&2) || {
+  "${launch[@]}" pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" 2> >(tee -a "$dir/log/train.log" >&2) || {
     echo "$0: training failed (see $dir/log/train.log)" >&2; exit 1; }
   wait $! 2>/dev/null || true   # tee may still be writing the log's last lines (read below)
 fi
