@@ -255,3 +255,36 @@ def test_quantizer_round_trip_and_error_feedback():
         if fb:
             assert torch.allclose(sent + q.residual, sum(gs), atol=1e-4)
     assert errs[True] < 0.2 * errs[False]
+
+
+_NAN_ON_RANK_1 = """
+import os, sys, torch
+import torch.nn.functional as F
+from pynnet.bin.nnet import train_main
+if os.environ.get("PMI_RANK") == "1":
+    ce, calls = F.cross_entropy, [0]
+    def poisoned(*a, **k):
+        out = ce(*a, **k)
+        if torch.is_grad_enabled():
+            calls[0] += 1
+            if calls[0] == 7:
+                return out * float("nan")
+        return out
+    F.cross_entropy = poisoned
+sys.exit(train_main(sys.argv[1:]))
+"""
+
+
+def test_a_nan_on_one_rank_restores_the_same_checkpoint_everywhere(corpus):
+    root, data, ali = corpus
+    exp = root / "exp_nan"
+    cmd = [MPIRUN, "--num-workers", "2", "--log-dir", exp / "log", "--", sys.executable, "-c", _NAN_ON_RANK_1,
+           "--num-workers", "2", *SMALL, "--max-epochs", "2", data, ali, exp]
+    r = _run(cmd)
+    assert r.returncode == 0, r.stderr
+    warn = [line for line in r.stderr.splitlines() if "non-finite loss on 1 of 2 ranks" in line]
+    assert len(warn) == 1 and "restored the last checkpoint" in warn[0] and "halved the learning rate" in warn[0]
+    ck = torch.load(exp / "checkpoint.pt", weights_only=False)
+    assert [p["state"]["nan_restarts"] for p in ck["ranks"]] == [1, 1]
+    assert [p["state"]["step"] for p in ck["ranks"]][0] == ck["ranks"][1]["state"]["step"]
+    assert _final(exp)["history"][-1]["cv_acc"] > 0.4

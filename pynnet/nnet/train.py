@@ -484,8 +484,9 @@ class Trainer:
         st["lr_factor"] = factor   # keeps the halving under the exponential schedule too
         st["lr"] = self._exponential_lr() if self.cfg.schedule == "exponential" else lr
         st["nan_restarts"] = restarts
-        log(f"WARNING: {what}: restored the last checkpoint (epoch {st['epoch']}, chunk {st['chunk']}, "
-            f"minibatch {st['batch']}) and halved the learning rate to {st['lr']:.4g}")
+        if self.sync.is_writer:   # (K workers: every rank recovers; one says so)
+            log(f"WARNING: {what}: restored the last checkpoint (epoch {st['epoch']}, chunk {st['chunk']}, "
+                f"minibatch {st['batch']}) and halved the learning rate to {st['lr']:.4g}")
 
     def _end_epoch(self) -> None:
         st, cfg = self.st, self.cfg
