@@ -288,3 +288,20 @@ def test_a_nan_on_one_rank_restores_the_same_checkpoint_everywhere(corpus):
     assert [p["state"]["nan_restarts"] for p in ck["ranks"]] == [1, 1]
     assert [p["state"]["step"] for p in ck["ranks"]][0] == ck["ranks"][1]["state"]["step"]
     assert _final(exp)["history"][-1]["cv_acc"] > 0.4
+
+
+def test_two_workers_on_the_gpu_match_the_cpu(corpus):
+    """--device cuda with the MPI backend (a pip MPI is not CUDA-aware: the buffers go through the
+    host): the ranks train on the GPU and end close to the CPU run (GEMMs round differently).
+    Run by tools/gpu_check.sh; PYNNET_TEST_GPU_DEVICE=cpu checks the test itself."""
+    dev = os.environ.get("PYNNET_TEST_GPU_DEVICE") or ("cuda" if torch.cuda.is_available() else "")
+    if not dev:
+        pytest.skip("no GPU")
+    root, data, ali = corpus
+    a, b = root / "exp_gpu_cpu", root / "exp_gpu_dev"
+    for exp, d in ((a, "cpu"), (b, dev)):
+        r = _run(_train_cmd(exp, data, ali, "--max-epochs", "2", "--device", d))
+        assert r.returncode == 0, r.stderr
+    fa, fb = _final(a), _final(b)
+    for k in fa["state_dict"]:
+        assert torch.allclose(fa["state_dict"][k], fb["state_dict"][k], rtol=1e-3, atol=1e-3), k

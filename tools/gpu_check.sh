@@ -11,7 +11,7 @@ cd "$top"
 # what tests/test_cuda.py (and tests/conftest.py, which imports the Kaldi bindings in their safe
 # order) needs beyond torch, numpy, matplotlib (the training curve; checked below, not shipped: its
 # compiled dependencies must match the machine's numpy) and pytest; pins as in tools/requirements.txt
-wheels=(kaldiio kaldi-hmm-gmm==1.1.4 kaldifst==1.7.17 kaldi-decoder==0.2.11 kaldilm tqdm)
+wheels=(kaldiio kaldi-hmm-gmm==1.1.4 kaldifst==1.7.17 kaldi-decoder==0.2.11 kaldilm tqdm mpi4py mpich)
 pyver=${GPU_PYTHON_VERSION:-3.12}
 
 if [ "${1:-}" = "--fetch-wheels" ]; then
@@ -35,7 +35,8 @@ else
 fi
 python3 -c "import matplotlib, tqdm, kaldiio" \
   || { echo "$0: the training tests need matplotlib, tqdm and kaldiio importable (above)" >&2; exit 1; }
-PYTHONUNBUFFERED=1 python3 -m pytest -v -rs -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/test_cuda.log"
+PYTHONUNBUFFERED=1 python3 -m pytest -v -rs -p no:cacheprovider tests/test_cuda.py \
+  tests/test_parallel.py::test_two_workers_on_the_gpu_match_the_cpu 2>&1 | tee "$out/test_cuda.log"
 # a skipped test checked nothing: the check fails
 if grep -q "^SKIPPED" "$out/test_cuda.log"; then
   echo "$0: tests were skipped (listed above): the CUDA path was not fully checked" >&2

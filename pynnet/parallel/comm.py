@@ -62,6 +62,7 @@ class Communicator:
     that cannot use device memory copies through the CPU); results are written in place unless
     the method returns a new tensor."""
     backend = "none"
+    device_memory = False   # True: the backend takes device (GPU) tensors as they are (NCCL)
 
     def __init__(self, rank: int, size: int, timeout: float = DEFAULT_TIMEOUT):
         self.rank, self.size, self.timeout = rank, size, timeout
@@ -76,7 +77,7 @@ class Communicator:
         if op not in ("sum", "mean", "max", "min"):
             raise ValueError(op)
         self.bytes_sent += int(2 * (self.size - 1) * t.numel() * t.element_size() / self.size)
-        with _Staged(t) as host:
+        with _Staged(t, self.device_memory) as host:
             self._run(what, self._iallreduce, host, "sum" if op == "mean" else op)
         if op == "mean":
             t.div_(self.size)
@@ -85,8 +86,8 @@ class Communicator:
     def allgather(self, t: torch.Tensor, what: str = "allgather") -> torch.Tensor:
         """A new (size, *t.shape) tensor: rank r's ``t`` in row r."""
         self.bytes_sent += (self.size - 1) * t.numel() * t.element_size()
-        out = torch.empty((self.size, *t.shape), dtype=t.dtype)
-        with _Staged(t) as host:
+        with _Staged(t, self.device_memory) as host:
+            out = torch.empty((self.size, *t.shape), dtype=t.dtype, device=host.device)
             self._run(what, self._iallgather, host.contiguous(), out)
         return out.to(t.device)
 
@@ -95,8 +96,8 @@ class Communicator:
         if t.shape[0] != self.size:
             raise ValueError(f"alltoall needs {self.size} rows, not {t.shape[0]}")
         self.bytes_sent += int((self.size - 1) * t.numel() * t.element_size() / self.size)
-        out = torch.empty(t.shape, dtype=t.dtype)
-        with _Staged(t) as host:
+        with _Staged(t, self.device_memory) as host:
+            out = torch.empty(t.shape, dtype=t.dtype, device=host.device)
             self._run(what, self._ialltoall, host.contiguous(), out)
         return out.to(t.device)
 
@@ -104,7 +105,7 @@ class Communicator:
         """In place: root's ``t`` everywhere."""
         if self.rank == root:
             self.bytes_sent += (self.size - 1) * t.numel() * t.element_size()
-        with _Staged(t) as host:
+        with _Staged(t, self.device_memory) as host:
             self._run(what, self._ibroadcast, host, root)
         return t
 
@@ -190,11 +191,11 @@ class _Staged:
     """A CPU tensor for a backend that works on host memory: the tensor itself, or a copy of a
     device tensor that is copied back on exit."""
 
-    def __init__(self, t: torch.Tensor):
-        self.t = t
+    def __init__(self, t: torch.Tensor, device_memory: bool = False):
+        self.t, self.device_memory = t, device_memory
 
     def __enter__(self) -> torch.Tensor:
-        self.host = self.t if self.t.device.type == "cpu" else self.t.cpu()
+        self.host = self.t if self.t.device.type == "cpu" or self.device_memory else self.t.cpu()
         return self.host
 
     def __exit__(self, *exc) -> None:
@@ -283,27 +284,34 @@ class TorchCommunicator(Communicator):
             if not os.environ.get(v):
                 raise PynnetError(f"--comm-backend torch: {v} is not set (steps/nnet/train.sh sets it)")
         backend = "nccl" if device.startswith("cuda") else "gloo"
+        self.device_memory = backend == "nccl"
         # the process group's own limit only backs up ours (a collective that hangs in C++)
         dist.init_process_group(backend, rank=rank, world_size=size,
                                 timeout=datetime.timedelta(seconds=max(timeout * 4, 60)))
         super().__init__(rank, size, timeout)
+        # NCCL takes only GPU tensors: the statistics and pickled objects (CPU) go through gloo
+        self.cpu_group = dist.new_group(backend="gloo") if backend == "nccl" else None
         self.store = dist.distributed_c10d._get_default_store()
         self._ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
+    def _group(self, t: torch.Tensor):
+        return self.cpu_group if t.device.type == "cpu" else None
+
     def _iallreduce(self, host, op):
-        return self.dist.all_reduce(host, op=self._ops[op], async_op=True)
+        return self.dist.all_reduce(host, op=self._ops[op], group=self._group(host), async_op=True)
 
     def _iallgather(self, host, out):
-        return self.dist.all_gather_into_tensor(out.view(-1), host.reshape(-1), async_op=True)
+        return self.dist.all_gather_into_tensor(out.view(-1), host.reshape(-1), group=self._group(host),
+                                                async_op=True)
 
     def _ialltoall(self, host, out):
-        return self.dist.all_to_all_single(out.view(-1), host.reshape(-1), async_op=True)
+        return self.dist.all_to_all_single(out.view(-1), host.reshape(-1), group=self._group(host), async_op=True)
 
     def _ibroadcast(self, host, root):
-        return self.dist.broadcast(host, src=root, async_op=True)
+        return self.dist.broadcast(host, src=root, group=self._group(host), async_op=True)
 
     def _ibarrier(self):
-        return self.dist.barrier(async_op=True)
+        return self.dist.barrier(group=self.cpu_group, async_op=True)
 
     def _done(self, work) -> bool:
         return bool(work.is_completed())
