@@ -289,36 +289,69 @@ def test_ngsgd_layer_gradient_is_preconditioned_outer_product_over_steps():
         opt.step(0.001)
 
 
+def _train_fast_or_layer_by_layer(act, name, dtype, fast):
+    """A small sigmoid/ReLU Dnn trained over 4 x 48 frames and a short last minibatch of 8, in
+    ``dtype``, with the hand-written stack (``fast``) or layer by layer: (model, optimizer,
+    initial [W b]s, logits of each minibatch)."""
+    x, y = _toy_problem(n=200)
+    m = Dnn(10, [16, 16], 6, act, context=0)
+    m.init_random(0)
+    m.to(dtype)
+    m.fast_stack = fast
+    w0 = [a.wb.detach().clone() for a in m.affines]
+    o = make_optimizer(name, m)
+    o.fused_lr = 0.05
+    outs = []
+    for i in range(0, 200, 48):          # 4 x 48 frames, then 8
+        out = m(x[i:i + 48].to(dtype))
+        assert ("FastStack" in type(out.grad_fn).__name__) == fast
+        F.cross_entropy(out, y[i:i + 48], reduction="sum").backward()
+        o.step(0.05)
+        outs.append(out.detach())
+    return m, o, w0, outs
+
+
+def _max_diff(a, b):
+    return max(float((p.double() - q.double()).abs().max()) for p, q in zip(a, b))
+
+
 @pytest.mark.parametrize("act", ["sigmoid", "relu"])
 @pytest.mark.parametrize("name", ["sgd", "ngsgd"])
 def test_fast_stack_equals_layer_by_layer(act, name):
     """The hand-written training stack (bias inside the GEMM, activations written into the next
     layer's [x 1] buffer) = the per-layer autograd path: logits, updates, NG-SGD state, over several
-    fused minibatches including a short last one."""
-    x, y = _toy_problem(n=200)
-    m1 = Dnn(10, [16, 16], 6, act, context=0)
-    m1.init_random(0)
-    m2 = Dnn(10, [16, 16], 6, act, context=0)
-    m2.load_state_dict(m1.state_dict())
-    m2.fast_stack = False
-    o1, o2 = make_optimizer(name, m1), make_optimizer(name, m2)
-    o1.fused_lr = o2.fused_lr = 0.05
-    for i in range(0, 200, 48):          # 4 x 48 frames, then 8
-        outs = []
-        for m, o in ((m1, o1), (m2, o2)):
-            out = m(x[i:i + 48])
-            F.cross_entropy(out, y[i:i + 48], reduction="sum").backward()
-            o.step(0.05)
-            outs.append(out.detach())
-        assert torch.allclose(outs[0], outs[1], rtol=1e-4, atol=1e-5), i
-    for a1, a2 in zip(m1.affines, m2.affines):
-        assert torch.allclose(a1.wb, a2.wb, rtol=1e-4, atol=1e-5)
-    if name == "ngsgd":
-        for p1, p2 in zip(o1.pre_in + o1.pre_out, o2.pre_in + o2.pre_out):
-            assert p1.t == p2.t == 5 and torch.allclose(p1.R, p2.R, atol=1e-4)
-    w0 = Dnn(10, [16, 16], 6, act, context=0)
-    w0.init_random(0)
-    assert not torch.allclose(m1.affines[1].wb, w0.affines[1].wb, atol=1e-3)
+    fused minibatches including a short last one.
+
+    In float64 the two paths must agree to rounding (1e-9 of the weights' change): a real
+    difference in the mathematics shows there. In float32 they need not agree to the bit, nor to a
+    fixed rtol: the BLAS/ATen kernels the CPU selects (ATen's AVX-512 sigmoid on the strided
+    buffer against the contiguous one, MKL's GEMM blocking for the bias-in-the-GEMM product) round
+    differently, and NG-SGD's eigendecompositions amplify that (on an AMD EPYC with AVX-512 the
+    float32 paths differ by ~1.5e-5 in the weights and a row of R changes sign; with
+    ATEN_CPU_CAPABILITY=avx2 they are bit-identical). So each float32 path is compared with the
+    float64 reference, relative to how much training moved the weights, and NG-SGD's estimate as
+    its Fisher matrix R^T diag(d) R + rho I (R's rows are eigenvectors: their signs, and their
+    rotation within near-equal eigenvalues, are arbitrary)."""
+    ref, ref_o, ref_w0, ref_outs = _train_fast_or_layer_by_layer(act, name, torch.float64, fast=False)
+    ref_wb = [a.wb.detach() for a in ref.affines]
+    change = _max_diff(ref_wb, ref_w0)
+    assert change > 1e-2                 # training moved the weights
+    out_scale = max(float(o.abs().max()) for o in ref_outs)
+
+    def fishers(o):
+        return [p.fisher() for p in o.pre_in + o.pre_out]
+
+    for dtype, tol in ((torch.float64, 1e-9), (torch.float32, 1e-3)):
+        for fast in ((True,) if dtype == torch.float64 else (True, False)):
+            m, o, _, outs = _train_fast_or_layer_by_layer(act, name, dtype, fast)
+            assert m.affines[0].wb.dtype == dtype
+            assert _max_diff(outs, ref_outs) <= tol * out_scale, (dtype, fast)
+            assert _max_diff([a.wb.detach() for a in m.affines], ref_wb) <= tol * change, (dtype, fast)
+            if name == "ngsgd":
+                for p1, p2 in zip(o.pre_in + o.pre_out, ref_o.pre_in + ref_o.pre_out):
+                    assert p1.t == p2.t == 5 and p1.rank == p2.rank
+                for f1, f2 in zip(fishers(o), fishers(ref_o)):
+                    assert float((f1 - f2).abs().max()) <= tol * float(f2.abs().max()), (dtype, fast)
 
 
 def test_fast_stack_is_used_and_survives_two_pending_forwards():
