@@ -234,7 +234,8 @@ def test_shards_are_balanced_whole_utterances():
 def test_quantizer_round_trip_and_error_feedback():
     g = torch.randn(37, 5)
     bits, recon, deq = quantize(g)
-    assert bits.shape == (5, 5) and torch.equal(dequantize(bits, recon, 37), deq)
+    assert bits.shape == ((37 * 5 + 7) // 8,) and torch.equal(dequantize(bits, recon, 37), deq)
+    assert torch.equal(deq, torch.where(g >= 0, recon[0], recon[1]))   # each value its column's mean
     # per column: the mean of the non-negative and of the negative entries
     col = g[:, 2]
     assert float(recon[0, 2]) == pytest.approx(float(col[col >= 0].mean()))

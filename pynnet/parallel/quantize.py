@@ -3,12 +3,14 @@
 A matrix's values ``v`` (gradient or parameter delta + the residual carried from the last time)
 are quantized per column with threshold 0: one bit per value (v >= 0), two reconstruction values
 per column (the mean of its non-negative entries and the mean of its negative entries). The bits
-are packed 8 per byte (32 per word when read as uint32: the columns are padded to whole bytes).
+are packed in the matrix's row-major order, 8 per byte (32 per word read as uint32), so no
+transpose is needed.
 Error feedback: ``residual = v - dequantize(quantize(v))`` is added to the next ``v``, so what the
 reconstructions leave out is sent later instead of lost.
 
-Wire format of one matrix (rows x cols): cols x ceil(rows/8) bytes of bits, then 2 x cols float32
-(the non-negative means, then the negative means).
+Wire format of one matrix (rows x cols): ceil(rows x cols / 8) bytes of bits (row-major, the
+first value in the high bit), then 2 x cols float32 (the non-negative means, then the negative
+means).
 """
 from __future__ import annotations
 
@@ -17,29 +19,36 @@ import torch
 
 
 def payload_bytes(rows: int, cols: int) -> int:
-    return cols * ((rows + 7) // 8) + 2 * cols * 4
+    return (rows * cols + 7) // 8 + 2 * cols * 4
 
 
 def quantize(v: torch.Tensor) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
-    """``v`` (rows x cols, CPU float32) -> (bits cols x ceil(rows/8) uint8, recon 2 x cols, the
+    """``v`` (rows x cols, CPU float32) -> (bits, ceil(rows x cols / 8) uint8; recon 2 x cols; the
     dequantized matrix)."""
     pos = v >= 0
-    n_pos = pos.sum(0, dtype=torch.float32)
-    s_pos = torch.where(pos, v, 0.0).sum(0)
-    s_all = v.sum(0)
     rows = v.shape[0]
+    # (column sums of the 0/1 bytes and of |v|: cheaper than masked sums over the bools)
+    n_pos = pos.view(torch.uint8).sum(0, dtype=torch.int32).to(v.dtype)
+    s_all = v.sum(0)
+    s_pos = (v.abs().sum(0) + s_all) * 0.5
     mean_pos = s_pos / n_pos.clamp(min=1.0)
     mean_neg = (s_all - s_pos) / (rows - n_pos).clamp(min=1.0)
     recon = torch.stack([mean_pos, mean_neg])
-    bits = np.packbits(pos.t().contiguous().numpy(), axis=1)
-    deq = torch.where(pos, mean_pos, mean_neg)
-    return bits, recon, deq
+    bits = np.packbits(pos.numpy().reshape(-1))
+    return bits, recon, _expand(pos, recon)
+
+
+def _expand(pos: torch.Tensor, recon: torch.Tensor) -> torch.Tensor:
+    """Each value its column's reconstruction: the non-negative or the negative mean."""
+    return torch.where(pos, recon[0], recon[1])
 
 
 def dequantize(bits: np.ndarray, recon: torch.Tensor, rows: int) -> torch.Tensor:
-    """The rows x cols matrix that ``bits`` (cols x ceil(rows/8)) and ``recon`` (2 x cols) encode."""
-    pos = torch.from_numpy(np.unpackbits(bits, axis=1, count=rows)).t().bool()
-    return torch.where(pos, recon[0], recon[1])
+    """The rows x cols matrix that ``bits`` and ``recon`` (2 x cols) encode."""
+    cols = recon.shape[1]
+    # (unpackbits gives 0/1 bytes: viewed as bools without a copy)
+    pos = torch.from_numpy(np.unpackbits(bits, count=rows * cols).reshape(rows, cols)).view(torch.bool)
+    return _expand(pos, recon)
 
 
 class ErrorFeedbackQuantizer:
@@ -63,7 +72,7 @@ class ErrorFeedbackQuantizer:
         return deq
 
     def decode(self, payload: np.ndarray) -> torch.Tensor:
-        nb = self.cols * ((self.rows + 7) // 8)
-        bits = payload[:nb].reshape(self.cols, -1)
+        nb = (self.rows * self.cols + 7) // 8
+        bits = payload[:nb]
         recon = torch.from_numpy(payload[nb:].copy().view(np.float32).reshape(2, self.cols))
         return dequantize(bits, recon, self.rows)
