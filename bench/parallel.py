@@ -205,6 +205,9 @@ def main() -> None:
     ddp = launch("ddp", "sgd", 2, a.steps, a.minibatch)
     ours_avg = launch("avg10", "sgd", 2, a.steps, a.minibatch)
     averager = launch("torch-averager", "sgd", 2, a.steps, a.minibatch)
+    # the VM's speed drifts over minutes: K=1 again at the end, the faster of the two is the base
+    again = launch("single", "ngsgd", 1, a.steps, a.minibatch)
+    base = max(base, again, key=lambda x: x["fps"])
     out = {"model_params": 0, "minibatch": a.minibatch, "steps": a.steps, "fps_k1": round(base["fps"], 1)}
     out["model_params"] = (SHAPE["input"] + 1) * 2048 + 6 * 2049 * 2048 + 2049 * SHAPE["output"]
     out["speedup_independent"] = round(alone["fps"] / base["fps"], 3)
