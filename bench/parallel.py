@@ -27,7 +27,6 @@ SHAPE = {"input": 429, "hidden": [2048] * 7, "output": 9304}
 
 
 def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
-    import numpy as np
     import torch
     import torch.nn.functional as F
 
@@ -81,7 +80,6 @@ def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
         comm_s = (comm.seconds / dt) if comm else 0.0
         nbytes = (comm.bytes_sent / (steps * minibatch)) if comm else 0.0
         rank = comm.rank if comm else 0
-        del np
     if rank == 0:
         # K ranks train K minibatches per step: the job's frames/s
         k = int(os.environ.get("PMI_SIZE", "1"))

@@ -56,6 +56,9 @@ for v in stage stop_stage seed nj tri1_leaves tri1_gauss tri2_leaves tri2_gauss 
     *:0) echo "$0: --${v//_/-} must be positive" >&2; exit 1 ;;
   esac
 done
+if [ "$compare_parallel" = true ] && [ "$num_workers" -eq 1 ]; then
+  echo "$0: --compare-parallel true compares with --num-workers > 1, not 1" >&2; exit 1
+fi
 [[ "$train_hours" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "$0: --train-hours must be a number of hours, not '$train_hours'" >&2; exit 1; }
 
 # First use: install the environment (idempotent; a no-op once installed).
@@ -141,7 +144,7 @@ if run 11; then
   fi
   if [ "$compare_parallel" = true ]; then
     steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd \
-      --num-workers 2 --sync average-1bit --average-every $average_every \
+      --num-workers $num_workers --sync average-1bit --average-every $average_every \
       data-fbank/train data/lang exp/tri2_ali exp/dnn_avg1bit
   fi
 fi

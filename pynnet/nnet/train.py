@@ -233,8 +233,10 @@ class Trainer:
 
     # ------------------------------------------------------------ state
     def _snapshot(self) -> dict:
-        return {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
-                "opt": self.opt.state_dict()}
+        # (K workers: only rank 0 writes the model; the others' copy would be thrown away)
+        model = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()} \
+            if self.sync.is_writer else None
+        return {"model": model, "opt": self.opt.state_dict()}
 
     def _restore(self, snap: dict) -> None:
         """A snapshot's model; the optimizer (and synchronizer) state: this rank's."""
@@ -272,11 +274,18 @@ class Trainer:
                "arch": self.model.arch, "input_pipeline": self.model.input_pipeline,
                "threads": torch.get_num_threads(), "device": device_name(self.device), "data": self.data_id}
         self._save_snapshot(obj, self.ckpt_path)
-        if self.sync.is_writer and self.sync.size > 1:
+        self._note_checkpoint(written=True)
+
+    def _note_checkpoint(self, written: bool) -> None:
+        """K workers: where a rerun would resume, for the message when a rank dies or hangs (in
+        memory for the ranks, in log/last_checkpoint for the launcher)."""
+        if self.sync.size == 1:
+            return
+        where = f"{self.ckpt_path} (epoch {self.st['epoch']}, update {self.st['step']})"
+        if written and self.sync.is_writer:
             with atomic_write(os.path.join(self.dir, "log", "last_checkpoint")) as f:
-                f.write(f"{self.ckpt_path} (epoch {st['epoch']}, update {st['step']})\n")
-        self.sync.note_checkpoint(f"the last checkpoint is {self.ckpt_path} (epoch {st['epoch']}, update "
-                                  f"{st['step']}): rerun the same command to resume from it")
+                f.write(where + "\n")
+        self.sync.note_checkpoint(f"the last checkpoint is {where}: rerun the same command to resume from it")
 
     def load_checkpoint(self, obj: dict | None = None) -> bool:
         """Restore checkpoint.pt (``obj``: its contents, already read)."""
@@ -303,14 +312,14 @@ class Trainer:
             log(f"WARNING: {self.ckpt_path} was written with {obj['threads']} torch threads, resuming with "
                 f"{threads}: training continues, but not bit-identical to an uninterrupted run")
         ranks = obj.get("ranks")
-        if (ranks is not None or self.sync.size > 1) and len(ranks or [None]) != self.sync.size:
-            fail(f"checkpoint was written by {len(ranks or [None])} workers, this run has {self.sync.size}; "
+        written_by = len(ranks) if ranks else 1
+        if written_by != self.sync.size:
+            fail(f"checkpoint was written by {written_by} workers, this run has {self.sync.size}; "
                  "remove it to start over", self.ckpt_path)
         self._restore(obj)
         self.st = ranks[self.sync.rank]["state"] if ranks else obj["state"]
         self.sync.local_failure = None
-        self.sync.note_checkpoint(f"the last checkpoint is {self.ckpt_path} (epoch {self.st['epoch']}, update "
-                                  f"{self.st['step']}): rerun the same command to resume from it")
+        self._note_checkpoint(written=False)
         return True
 
     # ------------------------------------------------------------ evaluation

@@ -345,36 +345,10 @@ class TorchCommunicator(Communicator):
             self.dist.destroy_process_group()
 
 
-class SingleCommunicator(Communicator):
-    """One rank: every collective is the identity (for code paths shared with K > 1)."""
-    backend = "single"
-
-    def __init__(self):
-        super().__init__(0, 1)
-
-    def _iallreduce(self, host, op):
-        return None
-
-    def _iallgather(self, host, out):
-        out[0].copy_(host)
-
-    def _ialltoall(self, host, out):
-        out.copy_(host)
-
-    def _ibroadcast(self, host, root):
-        return None
-
-    def _ibarrier(self):
-        return None
-
-
 def make_communicator(backend: str = "mpi", timeout: float = DEFAULT_TIMEOUT, device: str = "cpu") -> Communicator:
-    """The communicator of this process's job: ``mpi`` or ``torch``; a process started without a
-    launcher is one rank."""
+    """The communicator of this process's job: ``mpi`` or ``torch``."""
     if backend not in ("mpi", "torch"):
         raise PynnetError(f"unknown --comm-backend '{backend}' (mpi, torch)")
-    if launched_size() == 1 and backend == "torch":
-        return SingleCommunicator()
     if backend == "mpi":
         try:
             return MpiCommunicator(timeout)

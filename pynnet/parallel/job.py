@@ -11,7 +11,8 @@ from pynnet.io.errors import PynnetError
 from pynnet.nnet.data import set_log_rank
 from pynnet.nnet.train import TrainConfig
 from pynnet.parallel.comm import DEFAULT_TIMEOUT, CommFailure, launched_size, make_communicator
-from pynnet.parallel.sync import make_sync, write_rank_info
+from pynnet.parallel.launch import write_rank_info
+from pynnet.parallel.sync import make_sync
 
 
 def prog_name() -> str:
@@ -41,13 +42,15 @@ def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str =
             # the rank that prints it ends the job: aborting first could kill it before it prints
             time.sleep(10)
         else:
-            _report(e, comm.rank)
+            _report(e, comm.rank, os.path.join(exp_dir, "log"))
         comm.abort(143 if type(e).__name__ == "Terminated" else 1)
     comm.close()
     return 0
 
 
-def _report(e: BaseException, rank: int) -> None:
+def _report(e: BaseException, rank: int, log_dir: str) -> None:
+    """The error on stderr, and in <log_dir>/ranks/<rank>.error: an abort right after the print can
+    end mpiexec before it forwards the line, and pynnet-mpirun then prints it from there."""
     who = f"rank {rank}: " if rank else ""
     if isinstance(e, PynnetError):
         msg = str(e)
@@ -61,4 +64,10 @@ def _report(e: BaseException, rank: int) -> None:
         import traceback
         traceback.print_exception(e)
         msg = f"{type(e).__name__}: {e}"
-    print(f"ERROR ({prog_name()}): {who}{msg}", file=sys.stderr, flush=True)
+    line = f"ERROR ({prog_name()}): {who}{msg}"
+    print(line, file=sys.stderr, flush=True)
+    try:
+        with open(os.path.join(log_dir, "ranks", f"{rank}.error"), "w") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass

@@ -23,6 +23,7 @@ from pynnet.io.errors import PynnetError
 
 _HYDRA_PID = re.compile(r"PID (\d+) RUNNING AT (\S+)")
 _HYDRA_CODE = re.compile(r"EXIT CODE: (\d+)")
+_HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (\d+)\)")
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? (\d+)[-\d,]*: (.+)")
 
 
@@ -32,11 +33,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _signal_name(code: int) -> str:
+def _signal_name(num: int) -> str:
     try:
-        return f"killed by signal {code} ({signal.Signals(code).name})"
+        return f"killed by signal {num} ({signal.Signals(num).name})"
     except ValueError:
-        return f"exit code {code}"
+        return f"killed by signal {num}"
+
+
+def write_rank_info(log_dir: str, rank: int) -> None:
+    """``<log_dir>/ranks/<rank>``: host and pid, so that the launcher can name a rank that died."""
+    d = os.path.join(log_dir, "ranks")
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{rank}.tmp")
+    with open(tmp, "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    os.replace(tmp, os.path.join(d, str(rank)))
 
 
 def read_rank_pids(log_dir: str) -> dict[tuple[str, int], int]:
@@ -71,8 +82,8 @@ def explain_failure(lines: list[str], log_dir: str, num_workers: int, launcher: 
     m = _HYDRA_PID.search(text)
     if m:
         pid, host = int(m.group(1)), m.group(2)
-        code = _HYDRA_CODE.search(text)
-        how = _signal_name(int(code.group(1))) if code else "died"
+        sig, code = _HYDRA_SIGNAL.search(text), _HYDRA_CODE.search(text)
+        how = _signal_name(int(sig.group(1))) if sig else f"exit code {code.group(1)}" if code else "no exit code"
         rank = ranks.get((host, pid))
         if rank is None:   # (hydra's host name may be the short one)
             rank = next((r for (h, p), r in ranks.items() if p == pid), None)
@@ -119,6 +130,14 @@ def run(num_workers: int, mpirun: str, log_dir: str, command: list[str], backend
     finally:
         signal.signal(signal.SIGTERM, old)
     if rc != 0:
+        if not any(line.startswith("ERROR (") for line in tail):
+            # a rank's message that mpiexec did not forward before the abort ended it
+            for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if name.endswith(".error"):
+                    lines = open(os.path.join(d, name), errors="replace").read().splitlines()
+                    for line in lines:
+                        print(line, file=sys.stderr, flush=True)
+                    tail.extend(lines)
         msg = explain_failure(list(tail), log_dir, num_workers, os.path.basename(launcher[0]))
         if msg:
             print(f"ERROR (pynnet-mpirun): {msg}", file=sys.stderr, flush=True)

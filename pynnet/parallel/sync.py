@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import socket
 import sys
 
 import numpy as np
@@ -241,7 +239,6 @@ class AllreduceSync(ParallelSync):
         for a, n in zip(affs, sizes):
             a.grad = self.gflat[o:o + n].view(a.out_dim, a.in_dim + 1)
             o += n
-        self.stats = torch.zeros(2 * len(affs) + 1, dtype=torch.float64)
 
     @torch.no_grad()
     def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
@@ -325,16 +322,6 @@ def make_sync(mode: str, comm: Communicator, average_every: int = 10, lr_scaling
     if mode == "average-1bit":
         return OneBitAverageSync(comm, average_every, lr_scaling, error_feedback)
     raise PynnetError(f"--sync must be one of {', '.join(SYNC_MODES)}, not '{mode}'")
-
-
-def write_rank_info(log_dir: str, rank: int) -> None:
-    """``<log_dir>/ranks/<rank>``: host and pid, so that the launcher can name a rank that died."""
-    d = os.path.join(log_dir, "ranks")
-    os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, f".{rank}.tmp")
-    with open(tmp, "w") as f:
-        f.write(f"{socket.gethostname()} {os.getpid()}\n")
-    os.replace(tmp, os.path.join(d, str(rank)))
 
 
 def _short(v) -> str:
