@@ -55,11 +55,14 @@ def _same_weights(a, b):
     return all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
 
 
-@pytest.mark.parametrize("mode", ["average", "allreduce", "average-1bit"])
+ONE_BIT = ("--sync", "1bit", "--optimizer", "adagrad", "--minibatch-size", "128")
+
+
+@pytest.mark.parametrize("mode", ["average", "allreduce", "average-1bit", "1bit"])
 def test_two_workers_train_and_keep_identical_replicas(corpus, mode):
     root, data, ali = corpus
     exp = root / f"exp_{mode}"
-    r = _run(_train_cmd(exp, data, ali, "--max-epochs", "3", "--sync", mode))
+    r = _run(_train_cmd(exp, data, ali, "--max-epochs", "3", *(ONE_BIT if mode == "1bit" else ("--sync", mode))))
     assert r.returncode == 0, r.stderr
     hist = _final(exp)["history"]
     assert [h["epoch"] for h in hist] == [0, 1, 2, 3]
@@ -80,25 +83,42 @@ def test_two_workers_train_and_keep_identical_replicas(corpus, mode):
     if mode == "average-1bit":
         res = ck["ranks"][0]["sync"]["residuals"]
         assert len(res) == 3 and float(res[0].abs().sum()) > 0
+    if mode == "1bit":
+        # the global minibatch of 128 frames is 64 per rank: the same number of updates as one
+        # worker with 128; each rank owns its stripe of columns: the AdaGrad sums and second
+        # residuals of its columns (66 + 1 inputs: rank 0 has 34, rank 1 33)
+        assert s0["epoch_steps_total"] >= 983 // 64
+        st0, st1 = ck["ranks"][0]["sync"], ck["ranks"][1]["sync"]
+        assert [t.shape[1] for t in st0["sum_sq"]] == [34, 25, 25] and [t.shape[1] for t in st1["sum_sq"]] == [33, 24, 24]
+        assert all(float(t.min()) >= 0 and float(t.sum()) > 0 for t in st0["sum_sq"] + st1["sum_sq"])
+        assert len(st0["residuals"]) == 3 and len(st0["residuals"][0]) == 2   # both stripes, every matrix
+        assert "1-bit exchange" in r.stderr
 
 
-def test_backends_give_the_same_model(corpus):
+@pytest.mark.parametrize("opts", [(), ONE_BIT + ("--double-buffering", "true")], ids=["average", "1bit-db"])
+def test_backends_give_the_same_model(corpus, opts):
     """MPI (mpi4py) and torch.distributed (gloo) run the same algorithm: the same bits."""
     root, data, ali = corpus
-    a, b = root / "exp_be_mpi", root / "exp_be_torch"
-    r = _run(_train_cmd(a, data, ali, "--max-epochs", "2"))
+    name = "db" if opts else "avg"
+    a, b = root / f"exp_be_mpi_{name}", root / f"exp_be_torch_{name}"
+    r = _run(_train_cmd(a, data, ali, "--max-epochs", "2", *opts))
     assert r.returncode == 0, r.stderr
-    cmd = _train_cmd(b, data, ali, "--max-epochs", "2", "--comm-backend", "torch")
+    cmd = _train_cmd(b, data, ali, "--max-epochs", "2", *opts, "--comm-backend", "torch")
     cmd[1:1] = ["--comm-backend", "torch"]
     r = _run(cmd)
     assert r.returncode == 0, r.stderr
     assert _same_weights(_final(a), _final(b))
 
 
-def test_kill9_of_the_whole_job_then_rerun_resumes_exactly(corpus):
+@pytest.mark.parametrize("opts", [("--optimizer", "sgd", "--momentum", "0.5"),
+                                  ONE_BIT + ("--momentum", "0.5", "--double-buffering", "true")],
+                         ids=["average-sgd-momentum", "1bit-adagrad-momentum-db"])
+def test_kill9_of_the_whole_job_then_rerun_resumes_exactly(corpus, opts):
+    """... with the optimizer's state, and 1-bit SGD's residuals, AdaGrad sums and momentum."""
     root, data, ali = corpus
-    ref, exp = root / "exp_k_ref", root / "exp_k_run"
-    opts = ("--max-epochs", "3", "--optimizer", "sgd", "--momentum", "0.5")
+    name = opts[1]
+    ref, exp = root / f"exp_k_ref_{name}", root / f"exp_k_run_{name}"
+    opts = ("--max-epochs", "3", *opts)
     r = _run(_train_cmd(ref, data, ali, *opts))
     assert r.returncode == 0, r.stderr
     p = subprocess.Popen([str(c) for c in _train_cmd(exp, data, ali, *opts)], env=_env(),
@@ -200,6 +220,14 @@ def test_bad_worker_counts(corpus, tmp_path):
     r = _run([MPIRUN, "--num-workers", "2", "--mpirun", "no-such-mpiexec -n 2", "--log-dir", tmp_path / "l",
               "--", "true"])
     assert r.returncode == 1 and "no 'no-such-mpiexec' on PATH" in r.stderr
+    # 1-bit SGD: its own update rules, a global minibatch split K ways (x 2 halves)
+    for opts, msg in ((("--sync", "1bit"), "--sync 1bit updates with AdaGrad (Seide et al.) or SGD on the "
+                       "aggregated gradient: use --optimizer adagrad or sgd, not ngsgd"),
+                      (ONE_BIT + ("--minibatch-size", "3", "--double-buffering", "true"),
+                       "--minibatch-size 3 is the global minibatch of --sync 1bit: it must be at least the 4 parts")):
+        r = _run([TRAIN, "--num-workers", "2", *opts, data, ali, tmp_path / "e3"])
+        assert r.returncode == 1 and r.stderr.count("ERROR") == 1 and msg in r.stderr, r.stderr
+        assert not (tmp_path / "e3").exists()
 
 
 def test_train_sh_num_workers(corpus, tmp_path):
@@ -233,15 +261,40 @@ def test_shards_are_balanced_whole_utterances():
     assert rank_seed(777, 0, 1) == 777 and len({rank_seed(777, r, 4) for r in range(4)}) == 4
 
 
+def test_1bit_sgd_without_error_feedback_is_worse(corpus):
+    """Seide et al.: without carrying the quantization error forward, 1-bit SGD trains badly."""
+    root, data, ali = corpus
+    loss = {}
+    for ef in ("true", "false"):
+        exp = root / f"exp_ef_{ef}"
+        r = _run(_train_cmd(exp, data, ali, "--max-epochs", "3", *ONE_BIT, "--minibatch-size", "64",
+                            "--error-feedback", ef))
+        assert r.returncode == 0, r.stderr
+        loss[ef] = _final(exp)["history"][-1]["cv_loss"]
+    assert loss["false"] > loss["true"] + 0.2, loss
+
+
 def test_quantizer_round_trip_and_error_feedback():
     g = torch.randn(37, 5)
     bits, recon, deq = quantize(g)
-    assert bits.shape == ((37 * 5 + 7) // 8,) and torch.equal(dequantize(bits, recon, 37), deq)
+    assert bits.shape == (4 * ((37 * 5 + 31) // 32),) and torch.equal(dequantize(bits, recon, 37), deq)
     assert torch.equal(deq, torch.where(g >= 0, recon[0], recon[1]))   # each value its column's mean
     # per column: the mean of the non-negative and of the negative entries
     col = g[:, 2]
     assert float(recon[0, 2]) == pytest.approx(float(col[col >= 0].mean()))
     assert float(recon[1, 2]) == pytest.approx(float(col[col < 0].mean()))
+    # the fast quantizer writes the reference's bits and means, on any strides (a column stripe)
+    wide = torch.randn(37, 12)
+    wide[:, 5] = 0.0                      # a column of zeros: all non-negative
+    wide[:, 6] = -1.0 - torch.rand(37)    # all negative
+    q = ErrorFeedbackQuantizer(37, 5, error_feedback=False)
+    out = torch.zeros(q.nbytes, dtype=torch.uint8)
+    q.encode(wide[:, 3:8], out)
+    bits, recon, deq = quantize(wide[:, 3:8].contiguous())
+    assert torch.equal(out[:q.nbits], torch.from_numpy(bits))
+    assert torch.allclose(q.recon(out), recon, rtol=1e-6, atol=1e-7)
+    assert torch.allclose(q.decode(out), deq, rtol=1e-6, atol=1e-6)
+    assert float(q.recon(out)[1, 2]) == 0.0 and float(q.recon(out)[0, 3]) == 0.0   # empty halves: 0
     # error feedback: the sum of what was sent tracks the sum of the inputs (the error stays
     # bounded by one residual); without it the error grows with the number of steps
     torch.manual_seed(1)
@@ -249,14 +302,16 @@ def test_quantizer_round_trip_and_error_feedback():
     errs = {}
     for fb in (True, False):
         q = ErrorFeedbackQuantizer(64, 8, error_feedback=fb)
-        buf = np.zeros(q.nbytes, dtype=np.uint8)
+        buf = torch.zeros(q.nbytes, dtype=torch.uint8)
         sent = torch.zeros(64, 8)
         for x in gs:
             q.encode(x, buf)
-            sent += q.decode(buf)
+            q.decode_add(buf, sent)
         errs[fb] = float((sent - sum(gs)).abs().max())
         if fb:
             assert torch.allclose(sent + q.residual, sum(gs), atol=1e-4)
+        else:
+            assert float(q.residual.abs().max()) == 0.0
     assert errs[True] < 0.2 * errs[False]
 
 

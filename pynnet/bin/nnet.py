@@ -136,8 +136,14 @@ def train_main(argv: list[str] | None = None) -> int:
     g = p.add_argument_group("data-parallel training (started by mpiexec/srun: steps/nnet/train.sh --num-workers)")
     g.add_argument("--num-workers", type=int_opt, default=d.num_workers,
                    help="ranks the launcher started (1: no MPI, today's training)")
-    g.add_argument("--sync", default=d.sync, choices=["average", "allreduce", "average-1bit"],
-                   help="model averaging (Su & Chen), fp32 gradient allreduce, 1-bit compressed averaging")
+    g.add_argument("--sync", default=d.sync, choices=["average", "allreduce", "average-1bit", "1bit"],
+                   help="model averaging (Su & Chen), fp32 gradient allreduce, 1-bit compressed averaging, "
+                        "1-bit SGD (Seide et al.: striped aggregation, the update on the aggregate; "
+                        "--minibatch-size is then the global minibatch)")
+    g.add_argument("--double-buffering", default="false", choices=["true", "false"],
+                   help="1bit: each minibatch in two halves, one exchanged while the next is computed")
+    g.add_argument("--error-feedback", default="true", choices=["true", "false"],
+                   help="1bit, average-1bit: carry each value's quantization error into the next exchange")
     g.add_argument("--average-every", type=int_opt, default=d.average_every, help="minibatches between averages")
     g.add_argument("--lr-scaling", default=d.lr_scaling, choices=["linear", "sqrt", "none"],
                    help="learning rate times K, sqrt(K) or 1 with K workers")
@@ -191,6 +197,15 @@ def train_main(argv: list[str] | None = None) -> int:
     if a.num_workers > 1:   # (one worker: the parallel options do not apply, nor enter the checkpoint)
         cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling = \
             a.num_workers, a.sync, a.average_every, a.lr_scaling
+        cfg.double_buffering = a.sync == "1bit" and a.double_buffering == "true"
+        cfg.error_feedback = a.error_feedback == "true" or a.sync not in ("1bit", "average-1bit")
+        if a.sync == "1bit" and a.optimizer not in ("adagrad", "sgd"):
+            fail(f"--sync 1bit updates with AdaGrad (Seide et al.) or SGD on the aggregated gradient: "
+                 f"use --optimizer adagrad or sgd, not {a.optimizer}")
+        parts = a.num_workers * (2 if cfg.double_buffering else 1)
+        if a.sync == "1bit" and a.minibatch_size < parts:
+            fail(f"--minibatch-size {a.minibatch_size} is the global minibatch of --sync 1bit: it must be at "
+                 f"least the {parts} parts it is split into")
     given_shape = {} if a.dbn else {"hidden_dims": [a.hid_dim] * a.nn_depth, "activation": a.activation,
                                     "context": a.splice}   # (the DBN's, checked above)
     def train(sync=None):

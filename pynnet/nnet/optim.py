@@ -1,5 +1,5 @@
 """Optimizers over the affine layers of a Dnn: NG-SGD (Kaldi online natural gradient), SGD with
-momentum (nnet1), AdaGrad (Seide et al.: on the raw, aggregated gradient).
+momentum (nnet1), AdaGrad (Seide et al.: on the raw, aggregated gradient; CNTK's normalisation).
 
 Gradients are Kaldi-style SUMS over the minibatch's frames (nnet1/nnet2 learning rates such as
 0.008 assume that). Each optimizer installs a grad hook on every Affine, so the weight gradient
@@ -100,33 +100,59 @@ class Sgd(Optimizer):
         self.velocity = [None if v is None else v.to(dev) for v in s["velocity"]]
 
 
+ADAGRAD_FLOOR = 1e-16   # inside the square root (CNTK's floor)
+
+
+@torch.no_grad()
+def adagrad_delta(g: torch.Tensor, sum_sq: torch.Tensor, lr: float, scratch: torch.Tensor) -> torch.Tensor:
+    """CNTK's AdaGrad (normWithAveMultiplier, the default of the 1-bit SGD paper's toolkit):
+    ``sum_sq += g^2``; the change is ``-lr g / sqrt(sum_sq + floor)`` divided by the mean of
+    ``1 / sqrt(sum_sq + floor)`` over the tensor, so that the per-weight rates average to ``lr``
+    (newbob and the learning rates of SGD keep their meaning). Overwrites ``g`` with the change
+    (and returns it); ``scratch``: a buffer of g's shape."""
+    sum_sq.addcmul_(g, g)
+    m = torch.add(sum_sq, ADAGRAD_FLOOR, out=scratch).rsqrt_()
+    ave = float(m.mean())
+    return g.mul_(m).mul_(-lr / ave)
+
+
 class AdaGrad(Optimizer):
-    """w -= lr g / (sqrt(sum of g^2) + eps), per weight."""
+    """AdaGrad on the raw gradient (Seide et al. 2014: before momentum), normalised as CNTK's
+    (``adagrad_delta``), then unit-gain momentum: ``v = m v + (1 - m) delta``, ``w += v``."""
     name = "adagrad"
 
-    def __init__(self, model: Dnn, eps: float = 1e-8):
+    def __init__(self, model: Dnn, momentum: float = 0.0):
         super().__init__(model)
-        self.eps = eps
+        self.momentum = momentum
         self.sum_sq: list[torch.Tensor | None] = [None] * len(self.layers)
+        self.velocity: list[torch.Tensor | None] = [None] * len(self.layers)
+        self._scratch: list[torch.Tensor | None] = [None] * len(self.layers)
 
     @torch.no_grad()
     def step(self, lr: float) -> None:
         for i, layer in enumerate(self.layers):
-            acc = self.sum_sq[i]
-            if acc is None:
-                acc = self.sum_sq[i] = torch.zeros_like(layer.wb)
-            g = layer.grad
-            acc.addcmul_(g, g)
-            layer.wb.addcdiv_(g, acc.sqrt().add_(self.eps), value=-lr)
+            if self.sum_sq[i] is None:
+                self.sum_sq[i] = torch.zeros_like(layer.wb)
+                if self.momentum:
+                    self.velocity[i] = torch.zeros_like(layer.wb)
+            if self._scratch[i] is None:
+                self._scratch[i] = torch.empty_like(layer.wb)
+            d = adagrad_delta(layer.grad, self.sum_sq[i], lr, self._scratch[i])   # (the gradient is spent)
+            if self.momentum:
+                d = self.velocity[i].mul_(self.momentum).add_(d, alpha=1.0 - self.momentum)
+            layer.wb.add_(d)
         self.num_steps += 1
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "sum_sq": [None if v is None else v.cpu() for v in self.sum_sq]}
+        cpu = lambda vs: [None if v is None else v.cpu() for v in vs]  # noqa: E731
+        return {**super().state_dict(), "momentum": self.momentum, "sum_sq": cpu(self.sum_sq),
+                "velocity": cpu(self.velocity)}
 
     def load_state_dict(self, s: dict) -> None:
         super().load_state_dict(s)
         dev = self.layers[0].wb.device
         self.sum_sq = [None if v is None else v.to(dev) for v in s["sum_sq"]]
+        self.velocity = [None if v is None else v.to(dev) for v in s.get("velocity", [None] * len(self.layers))]
 
 
 class NgSgd(Optimizer):
@@ -195,11 +221,11 @@ class NgSgd(Optimizer):
 
 
 def check_momentum(name: str, momentum: float) -> None:
-    """Only SGD has momentum: NG-SGD and AdaGrad would silently ignore it."""
+    """SGD and AdaGrad have momentum: NG-SGD would silently ignore it."""
     if not 0.0 <= momentum < 1.0:
         fail(f"--momentum must be in [0, 1), not {momentum}")
-    if momentum != 0.0 and name != "sgd":
-        fail(f"--momentum {momentum}: only --optimizer sgd uses momentum, not {name}")
+    if momentum != 0.0 and name not in ("sgd", "adagrad"):
+        fail(f"--momentum {momentum}: only --optimizer sgd and adagrad use momentum, not {name}")
 
 
 def make_optimizer(name: str, model: Dnn, momentum: float = 0.0, ng_config: NgConfig | None = None) -> Optimizer:
@@ -209,5 +235,5 @@ def make_optimizer(name: str, model: Dnn, momentum: float = 0.0, ng_config: NgCo
     if name == "sgd":
         return Sgd(model, momentum)
     if name == "adagrad":
-        return AdaGrad(model)
+        return AdaGrad(model, momentum)
     fail(f"unknown optimizer '{name}' (ngsgd, sgd, adagrad)")

@@ -55,6 +55,8 @@ class TrainConfig:
     sync: str = "average"             # average | allreduce | average-1bit
     average_every: int = 10           # minibatches between averages
     lr_scaling: str = "linear"        # the learning rate times K | sqrt(K) | 1
+    double_buffering: bool = False    # 1bit: exchange one half-minibatch while computing the next
+    error_feedback: bool = True       # 1bit, average-1bit: carry the quantization error forward
 
 
 # options that may differ between a run and its resumption
@@ -72,13 +74,14 @@ class Synchronizer:
     every rank then goes back to the last checkpoint together."""
     lr_scale = 1.0
     needs_gradients = False
+    owns_update = False   # True: the synchronizer applies the update (1-bit SGD), not the optimizer
     rank, size, is_writer = 0, 1, True
     local_failure: str | None = None
 
     def setup(self, model: Dnn, optimizer: Optimizer) -> None:
         """Called once the model and optimizer exist (before any checkpoint is restored)."""
 
-    def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
+    def before_update(self, step: int, model: Dnn, optimizer: Optimizer, lr: float = 0.0) -> str | None:
         pass
 
     def after_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
@@ -86,6 +89,13 @@ class Synchronizer:
 
     def end_epoch(self, step: int) -> str | None:
         """After an epoch's last update (model averaging: the last average)."""
+
+    def flush(self, step: int) -> str | None:
+        """Before a checkpoint: finish what is in flight (1-bit SGD's double buffering)."""
+
+    def local_minibatch(self, n: int) -> int:
+        """This rank's frames per update for ``--minibatch-size n`` (1-bit SGD: n is global)."""
+        return n
 
     def reduce(self, stats: dict[str, float]) -> dict[str, float]:
         return stats
@@ -222,7 +232,8 @@ class Trainer:
         self.progress = progress
         self.device = torch.device(cfg.device)
         self.model = model.to(self.device)
-        self.opt = make_optimizer(cfg.optimizer, self.model, cfg.momentum)
+        # (a synchronizer that owns the update keeps the momentum itself)
+        self.opt = make_optimizer(cfg.optimizer, self.model, 0.0 if self.sync.owns_update else cfg.momentum)
         self.sync.setup(self.model, self.opt)
         self.data_seed = self.sync.data_seed(cfg.seed)
         self.ckpt_path = os.path.join(exp_dir, "checkpoint.pt")
@@ -352,8 +363,8 @@ class Trainer:
         chunks = plan_chunks(self.tr, epoch, self.data_seed, cfg.buffer_frames)
         # K workers: every rank runs the same number of minibatches (the smallest shard's); a rank
         # that comes out short (utterances skipped while loading) goes round its shard again
-        total = self.sync.epoch_steps(sum(-(-sum(self.tr.frames[u] for u in c) // cfg.minibatch_size)
-                                          for c in chunks))
+        mb = self.sync.local_minibatch(cfg.minibatch_size)
+        total = self.sync.epoch_steps(sum(-(-sum(self.tr.frames[u] for u in c) // mb) for c in chunks))
         if total is not None:
             st["epoch_steps_total"] = total
             chunks = chunks + chunks
@@ -372,7 +383,7 @@ class Trainer:
                     break
                 x, y = ch.x.to(self.device), ch.y.to(self.device)
                 order = ch.order.to(self.device)
-                starts = range(st["batch"] * cfg.minibatch_size, len(y), cfg.minibatch_size)
+                starts = range(st["batch"] * mb, len(y), mb)
                 for b, i in enumerate(starts, st["batch"]):
                     if total is not None and st.get("epoch_step", 0) >= total:
                         break
@@ -380,7 +391,7 @@ class Trainer:
                         st["lr"] = self._exponential_lr()
                     lr = st["lr"] * self.sync.lr_scale
                     self.opt.fused_lr = lr if fused else None
-                    idx = order[i:i + cfg.minibatch_size]
+                    idx = order[i:i + mb]
                     xb, yb = x[idx], y[idx]
                     out = self.model(xb)
                     loss = F.cross_entropy(out, yb, reduction="sum")
@@ -394,10 +405,10 @@ class Trainer:
                         self.sync.local_failure = self.sync.local_failure or what
                     if not self.sync.local_failure:
                         loss.backward()
-                    failed = self.sync.before_update(st["step"], self.model, self.opt)
+                    failed = self.sync.before_update(st["step"], self.model, self.opt, lr)
                     if failed:
                         raise _Restart(failed)
-                    if not self.sync.local_failure:
+                    if not self.sync.local_failure and not self.sync.owns_update:
                         self.opt.step(lr)
                     st["step"] += 1
                     st["epoch_step"] = st.get("epoch_step", 0) + 1
@@ -412,6 +423,9 @@ class Trainer:
                     st["batch"] = b + 1
                     bar.update(len(yb))
                     if self.sync.checkpoint_due(st["step"], cfg.checkpoint_every):
+                        failed = self.sync.flush(st["step"])
+                        if failed:
+                            raise _Restart(failed)
                         a["seconds"] += time.time() - t0
                         t0 = time.time()
                         self.save_checkpoint()

@@ -20,7 +20,7 @@ def prog_name() -> str:
 
 
 def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str = "mpi",
-                 timeout: float | None = None, error_feedback: bool = True) -> int:
+                 timeout: float | None = None) -> int:
     """``train(sync)`` on this rank of a job of ``cfg.num_workers`` ranks."""
     started = launched_size()
     if started != cfg.num_workers:
@@ -33,7 +33,7 @@ def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str =
     comm.failure_note = "no checkpoint was written yet: rerun the same command to start again"
     try:
         write_rank_info(os.path.join(exp_dir, "log"), comm.rank)
-        sync = make_sync(cfg.sync, comm, cfg.average_every, cfg.lr_scaling, error_feedback)
+        sync = make_sync(cfg, comm)
         train(sync)
         # the others wait for rank 0's final.nnet: the job ends when the model is there
         comm.barrier("the end of the training (rank 0 writes final.nnet)")

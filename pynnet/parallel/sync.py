@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+import time
 
 import numpy as np
 import torch
@@ -35,12 +36,12 @@ import torch
 from pynnet.io.errors import PynnetError
 from pynnet.nnet.data import FrameSet, log
 from pynnet.nnet.model import Dnn
-from pynnet.nnet.optim import NgSgd, Optimizer
+from pynnet.nnet.optim import NgSgd, Optimizer, adagrad_delta
 from pynnet.nnet.train import Synchronizer
 from pynnet.parallel.comm import CommFailure, Communicator
 from pynnet.parallel.quantize import ErrorFeedbackQuantizer
 
-SYNC_MODES = ("average", "allreduce", "average-1bit")
+SYNC_MODES = ("average", "allreduce", "average-1bit", "1bit")
 LR_SCALINGS = ("linear", "sqrt", "none")
 
 
@@ -241,7 +242,7 @@ class AllreduceSync(ParallelSync):
             o += n
 
     @torch.no_grad()
-    def before_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
+    def before_update(self, step: int, model: Dnn, optimizer: Optimizer, lr: float = 0.0) -> str | None:
         L, tail = self.num_layers, self.gflat[self.tail:]
         if self.local_failure:
             self.gflat[:self.tail].zero_()
@@ -276,7 +277,7 @@ class OneBitAverageSync(AverageSync):
         affs = model.affines
         self.quantizers = [ErrorFeedbackQuantizer(a.out_dim, a.in_dim + 1, self.error_feedback) for a in affs]
         self.offsets = np.cumsum([8] + [q.nbytes for q in self.quantizers]).tolist()
-        self.payload = np.zeros(self.offsets[-1], dtype=np.uint8)
+        self.payload = torch.zeros(self.offsets[-1], dtype=torch.uint8)
         self._take_reference()
 
     def _take_reference(self) -> None:
@@ -286,19 +287,17 @@ class OneBitAverageSync(AverageSync):
     @torch.no_grad()
     def _average(self, step: int) -> str | None:
         self.updates_since_sync = 0
-        self.payload[:8] = np.frombuffer(np.float64(1.0 if self.local_failure else 0.0).tobytes(), np.uint8)
+        self.payload[:8] = _flag_bytes(1.0 if self.local_failure else 0.0)
         for a, q, ref, o in zip(self.model.affines, self.quantizers, self.ref, self.offsets):
-            delta = a.wb.detach().cpu() - ref
-            q.encode(delta, self.payload[o:o + q.nbytes])
-        rows = self.comm.allgather(torch.from_numpy(self.payload), f"the 1-bit parameter averaging after update {step}")
-        rows = rows.numpy()
-        bad = sum(float(np.frombuffer(rows[r, :8].tobytes(), np.float64)[0]) for r in range(self.size))
+            q.encode(a.wb.detach().cpu() - ref, self.payload[o:o + q.nbytes])
+        rows = self.comm.allgather(self.payload, f"the 1-bit parameter averaging after update {step}")
+        bad = sum(_flag(rows[r, :8]) for r in range(self.size))
         if bad:
             return self._failure(bad, step)
         for a, q, ref, o in zip(self.model.affines, self.quantizers, self.ref, self.offsets):
-            total = q.decode(rows[0, o:o + q.nbytes])
-            for r in range(1, self.size):
-                total += q.decode(rows[r, o:o + q.nbytes])
+            total = torch.zeros_like(ref)
+            for r in range(self.size):
+                q.decode_add(rows[r, o:o + q.nbytes], total)
             ref.add_(total.div_(self.size))
             a.wb.copy_(ref)
         return None
@@ -313,15 +312,248 @@ class OneBitAverageSync(AverageSync):
         self._take_reference()
 
 
-def make_sync(mode: str, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear",
-              error_feedback: bool = True) -> ParallelSync:
+def column_stripes(cols: int, size: int) -> list[tuple[int, int]]:
+    """Rank j's stripe of ``cols`` columns: contiguous, the first ``cols % size`` ranks one
+    column more (CNTK's AllReduceDistGradAggregator)."""
+    per, extra = divmod(cols, size)
+    starts = [per * j + min(extra, j) for j in range(size + 1)]
+    return [(starts[j], starts[j + 1]) for j in range(size)]
+
+
+class OneBitSgdSync(ParallelSync):
+    """1-bit SGD (Seide et al. 2014), ``--sync 1bit``: synchronous data parallelism over a global
+    minibatch of ``--minibatch-size`` frames (each rank computes the gradient, a sum, of its
+    1/K), aggregated in stripes: rank j owns stripe j of every matrix's columns (the bias is one
+    more column). Every rank quantizes its whole gradient (1 bit per value, error feedback) and
+    sends stripe j to rank j (alltoall); the owner decodes and sums the K stripes in rank order,
+    applies the update rule to the aggregate (AdaGrad on the raw gradient as CNTK normalises it,
+    then unit-gain momentum; or SGD with momentum), quantizes the update with a second residual,
+    and every rank allgathers the stripes and adds the decoded updates. Every rank decodes the
+    same bits, so the replicas stay identical, and the rule's state lives with the owner (1/K of
+    it per rank; CNTK instead decodes the aggregated gradient everywhere and runs AdaGrad on
+    every rank).
+
+    Double buffering (``--double-buffering true``): each minibatch is trained as two halves; the
+    exchange of one half's gradient runs in a thread while the next half is computed, so each
+    update lands one half later (the model is stale by N/2, as in the paper; CNTK's
+    bufferedAsyncGradientAggregation). The exchange in flight is finished before every
+    checkpoint and at the end of an epoch, on every run alike, so a resumed run is the same as
+    an uninterrupted one."""
+    mode = "1bit"
+    needs_gradients = True
+    owns_update = True
+
+    def __init__(self, comm: Communicator, double_buffering: bool = False, error_feedback: bool = True,
+                 momentum: float = 0.0):
+        super().__init__(comm, "none")
+        self.double_buffering, self.error_feedback, self.momentum = double_buffering, error_feedback, momentum
+        self.exchange_seconds = 0.0   # the exchanges' own time (in the thread with double buffering)
+        self.wait_seconds = 0.0       # how long the training waited for them
+        self._pending = None
+        self._pool = None
+
+    @property
+    def lr_scale(self) -> float:   # (the gradients are summed over the global minibatch)
+        return 1.0
+
+    def local_minibatch(self, n: int) -> int:
+        parts = self.size * (2 if self.double_buffering else 1)
+        if n < parts:
+            raise PynnetError(f"--minibatch-size {n} is smaller than the {parts} parts it is split into "
+                              f"({self.size} workers" + (" x 2 halves)" if self.double_buffering else ")"))
+        return n // parts
+
+    def setup(self, model: Dnn, opt: Optimizer) -> None:
+        super().setup(model, opt)
+        if opt.name not in ("adagrad", "sgd"):
+            raise PynnetError(f"--sync 1bit updates with AdaGrad (Seide et al.) or SGD on the aggregated gradient: "
+                              f"use --optimizer adagrad or sgd, not {opt.name}")
+        self.rule = opt.name
+        affs = model.affines
+        K, me = self.size, self.rank
+        w = affs[0].wb
+        dev = w.device
+        self.stripes = [column_stripes(a.in_dim + 1, K) for a in affs]
+        # gradient buffers (two with double buffering: one trains while the other is exchanged)
+        n = sum(a.out_dim * (a.in_dim + 1) for a in affs)
+        self.grads = [torch.zeros(n, dtype=w.dtype, device=dev) for _ in range(2 if self.double_buffering else 1)]
+        self._views = [self._layer_views(g) for g in self.grads]
+        self._use(0)
+        # the first quantization: every stripe of every matrix, with this rank's residuals
+        self.q1 = [[ErrorFeedbackQuantizer(a.out_dim, c1 - c0, self.error_feedback, dev) for c0, c1 in st]
+                   for a, st in zip(affs, self.stripes)]   # (also the decoders of rank j's stripes)
+        # the owner's: the update of its stripes, with the second residuals; the rule's state
+        self.q2 = [ErrorFeedbackQuantizer(a.out_dim, st[me][1] - st[me][0], self.error_feedback, dev)
+                   for a, st in zip(affs, self.stripes)]
+        self.sum_sq = [torch.zeros(a.out_dim, st[me][1] - st[me][0], device=dev) for a, st in zip(affs, self.stripes)]
+        self.velocity = [torch.zeros_like(t) for t in self.sum_sq] if self.momentum else None
+        self.agg = [torch.zeros_like(t) for t in self.sum_sq]
+        self.scratch = [torch.zeros_like(t) for t in self.sum_sq]
+        # alltoall blocks: to rank j its stripes of every matrix; allgather blocks: an owner's
+        # updates; each led by an 8-byte failure flag, padded to the largest rank's
+        self.send_off = [np.cumsum([8] + [q[j].nbytes for q in self.q1]).tolist() for j in range(K)]
+        block = max(o[-1] for o in self.send_off)
+        self.send = torch.zeros(K, block, dtype=torch.uint8, device=dev)
+        self.upd = torch.zeros(block, dtype=torch.uint8, device=dev)   # (an update stripe: a gradient stripe's size)
+
+    def _layer_views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        views, o = [], 0
+        for a in self.model.affines:
+            k = a.out_dim * (a.in_dim + 1)
+            views.append(flat[o:o + k].view(a.out_dim, a.in_dim + 1))
+            o += k
+        return views
+
+    def _use(self, i: int) -> None:
+        """The optimizer's gradient hooks write into gradient buffer ``i``."""
+        self.current = i
+        for a, v in zip(self.model.affines, self._views[i]):
+            a.grad = v
+
+    # ------------------------------------------------------------ one exchange
+    @torch.no_grad()
+    def _exchange(self, buf: int, lr: float, step: int, failure: str | None):
+        """Gradient buffer ``buf`` -> every owner's quantized update (the allgathered rows), and
+        the number of ranks that failed."""
+        t0 = time.perf_counter()
+        K, me = self.size, self.rank
+        views = self._views[buf]
+        if failure:
+            for g in views:
+                g.zero_()
+        for j in range(K):
+            off = self.send_off[j]
+            self.send[j, :8] = _flag_bytes(1.0 if failure else 0.0)
+            for i, (g, (c0, c1)) in enumerate(zip(views, (st[j] for st in self.stripes))):
+                self.q1[i][j].encode(g[:, c0:c1], self.send[j, off[i]:off[i + 1]])
+        recv = self.comm.alltoall(self.send, f"the 1-bit gradient exchange of update {step + 1}")
+        bad = sum(_flag(recv[r, :8]) for r in range(K))   # (every owner: the count of failed ranks)
+        off = self.send_off[me]
+        self.upd[:8] = _flag_bytes(bad)
+        if not bad:
+            for i, agg in enumerate(self.agg):
+                agg.zero_()
+                q = self.q1[i][me]
+                for r in range(K):   # (rank order: every owner sums alike)
+                    q.decode_add(recv[r, off[i]:off[i + 1]], agg)
+                self.q2[i].encode(self._rule(i, agg, lr), self.upd[off[i]:off[i + 1]])
+        rows = self.comm.allgather(self.upd, f"the 1-bit update exchange of update {step + 1}")
+        self.exchange_seconds += time.perf_counter() - t0
+        return rows, max(_flag(rows[r, :8]) for r in range(K))
+
+    def _rule(self, i: int, agg: torch.Tensor, lr: float) -> torch.Tensor:
+        """The change of the owner's stripe of matrix i from its aggregated gradient (in ``agg``)."""
+        if self.rule == "adagrad":
+            d = adagrad_delta(agg, self.sum_sq[i], lr, self.scratch[i])
+            if self.momentum:
+                d = self.velocity[i].mul_(self.momentum).add_(d, alpha=1.0 - self.momentum)
+            return d
+        d = agg.mul_(-lr)   # SGD: v = m v - lr g (Sgd's rule)
+        if self.momentum:
+            d = self.velocity[i].mul_(self.momentum).add_(d)
+        return d
+
+    @torch.no_grad()
+    def _apply(self, result, step: int) -> str | None:
+        rows, bad = result
+        if bad:
+            return self._failure(bad, step)
+        for i, a in enumerate(self.model.affines):
+            for j, (c0, c1) in enumerate(self.stripes[i]):
+                off = self.send_off[j]
+                self.q1[i][j].decode_add(rows[j, off[i]:off[i + 1]], a.wb[:, c0:c1])
+        return None
+
+    def _wait(self, step: int) -> str | None:
+        if self._pending is None:
+            return None
+        t0 = time.perf_counter()
+        fut, self._pending = self._pending, None
+        result = fut.result()
+        self.wait_seconds += time.perf_counter() - t0
+        return self._apply(result, step)
+
+    # ------------------------------------------------------------ the trainer's hooks
+    def before_update(self, step: int, model: Dnn, optimizer: Optimizer, lr: float = 0.0) -> str | None:
+        failure = self.local_failure
+        if not self.double_buffering:
+            t0 = time.perf_counter()
+            result = self._exchange(0, lr, step, failure)
+            self.wait_seconds += time.perf_counter() - t0
+            return self._apply(result, step + 1)
+        # the previous half's update first (its exchange ran while this half was computed)
+        bad = self._wait(step)
+        if bad:
+            return bad
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="pynnet-1bit")
+        buf = self.current
+        self._use(1 - buf)
+        self._pending = self._pool.submit(self._exchange, buf, lr, step, failure)
+        return None
+
+    def flush(self, step: int) -> str | None:
+        """The exchange in flight, finished and applied (before a checkpoint, at an epoch's end)."""
+        return self._wait(step)
+
+    def end_epoch(self, step: int) -> str | None:
+        failed = self.flush(step)
+        if self.is_writer and not failed:
+            ex, wait = self.exchange_seconds - self._logged[0], self.wait_seconds - self._logged[1]
+            self._logged = (self.exchange_seconds, self.wait_seconds)
+            log(f"1-bit exchange: {ex:.1f} s in the epoch's exchanges, {wait:.1f} s waited for "
+                f"({max(0.0, 1.0 - wait / ex) if ex > 0 else 0.0:.0%} hidden by double buffering)")
+        return failed
+
+    _logged = (0.0, 0.0)
+
+    def state_dict(self) -> dict:
+        return {"residuals": [[q.residual.cpu().clone() for q in qs] for qs in self.q1],
+                "residuals2": [q.residual.cpu().clone() for q in self.q2],
+                "sum_sq": [t.cpu().clone() for t in self.sum_sq],
+                "velocity": None if self.velocity is None else [t.cpu().clone() for t in self.velocity]}
+
+    def load_state_dict(self, s: dict) -> None:
+        if self._pending is not None:   # (a restart: what was in flight belongs to the abandoned path)
+            self._pending.result()
+            self._pending = None
+        self._use(0)
+        if not s:
+            return
+        for qs, rs in zip(self.q1, s["residuals"]):
+            for q, r in zip(qs, rs):
+                q.residual.copy_(r)
+        for q, r in zip(self.q2, s["residuals2"]):
+            q.residual.copy_(r)
+        for t, r in zip(self.sum_sq, s["sum_sq"]):
+            t.copy_(r)
+        if self.velocity is not None:
+            for t, r in zip(self.velocity, s["velocity"]):
+                t.copy_(r)
+
+
+def make_sync(cfg, comm: Communicator) -> ParallelSync:
+    """The synchronizer of ``cfg.sync`` (a TrainConfig) over ``comm``."""
+    mode = cfg.sync
     if mode == "average":
-        return AverageSync(comm, average_every, lr_scaling)
+        return AverageSync(comm, cfg.average_every, cfg.lr_scaling)
     if mode == "allreduce":
-        return AllreduceSync(comm, lr_scaling)
+        return AllreduceSync(comm, cfg.lr_scaling)
     if mode == "average-1bit":
-        return OneBitAverageSync(comm, average_every, lr_scaling, error_feedback)
+        return OneBitAverageSync(comm, cfg.average_every, cfg.lr_scaling, cfg.error_feedback)
+    if mode == "1bit":
+        return OneBitSgdSync(comm, cfg.double_buffering, cfg.error_feedback, cfg.momentum)
     raise PynnetError(f"--sync must be one of {', '.join(SYNC_MODES)}, not '{mode}'")
+
+
+def _flag_bytes(count: float) -> torch.Tensor:
+    """A count of failed ranks as the 8 bytes of a float64 at the head of a byte payload."""
+    return torch.tensor([float(count)], dtype=torch.float64).view(torch.uint8)
+
+
+def _flag(b: torch.Tensor) -> float:
+    return float(b.clone().view(torch.float64)[0])
 
 
 def _short(v) -> str:

@@ -38,7 +38,10 @@ device=cpu           # cpu | cuda
 # Data-parallel training (pynnet.parallel; docs/notes/parallel.md)
 num_workers=1        # K ranks started by --mpirun (1: one process, no MPI)
 sync=average         # average (model averaging, Su & Chen) | allreduce (fp32 gradients) | average-1bit
+                     # | 1bit (1-bit SGD, Seide et al.: --optimizer adagrad|sgd, global --minibatch-size)
 average_every=10     # minibatches between averages
+double_buffering=false  # 1bit: exchange one half-minibatch's gradient while computing the next
+error_feedback=true  # 1bit, average-1bit: carry the quantization error into the next exchange
 lr_scaling=linear    # learning rate times K | sqrt(K) | 1 (none)
 comm_backend=mpi     # mpi (mpi4py) | torch (torch.distributed: gloo on CPUs, nccl on GPUs)
 comm_timeout=        # seconds a collective waits before the job ends naming the missing rank (default 45)
@@ -82,7 +85,8 @@ Options:
   --device <cpu|cuda>          # (default $device)
   --num-threads <n>            # threads per training process (default 1; with --num-workers K: cores / K)
   --num-workers <K>            # data-parallel ranks (default 1), started by --mpirun (default: mpiexec -n K)
-  --sync <average|allreduce|average-1bit>  --average-every <n>  --lr-scaling <linear|sqrt|none>
+  --sync <average|allreduce|average-1bit|1bit>  --average-every <n>  --lr-scaling <linear|sqrt|none>
+  --double-buffering <true|false>  --error-feedback <true|false>   (1bit)
   --comm-backend <mpi|torch>  --comm-timeout <s>  --mpirun <launcher command>
   --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
 
@@ -163,7 +167,7 @@ opts=(--optimizer "$optimizer"
 launch=()
 if [ "$num_workers" -gt 1 ]; then
   opts+=(--num-workers "$num_workers" --sync "$sync" --average-every "$average_every" --lr-scaling "$lr_scaling"
-         --comm-backend "$comm_backend")
+         --double-buffering "$double_buffering" --error-feedback "$error_feedback" --comm-backend "$comm_backend")
   [ -n "$comm_timeout" ] && opts+=(--comm-timeout "$comm_timeout")
   launch=(pynnet-mpirun --num-workers "$num_workers" --comm-backend "$comm_backend" --log-dir "$dir/log"
           --mpirun "${mpirun:-mpiexec -n $num_workers}" --)
