@@ -342,7 +342,7 @@ def test_synchronizer_hooks_and_lr_scale(tmp_path, corpus):
         def __init__(self):
             self.before, self.after, self.reduced = [], [], 0
 
-        def before_update(self, step, model, optimizer):
+        def before_update(self, step, model, optimizer, lr=0.0):
             assert all(a.grad is not None for a in model.affines)
             self.before.append(step)
 

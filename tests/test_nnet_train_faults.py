@@ -293,6 +293,8 @@ def test_unreadable_checkpoint_is_one_line(tmp_path, corpus, capsys, damage):
     (["--schedule", "exponential", "--num-epochs", "0"], "--num-epochs must be positive"),
     (["--momentum", "0.9"], "--momentum 0.9: only --optimizer sgd and adagrad use momentum, not ngsgd"),
     (["--optimizer", "adagrad", "--momentum", "-0.1"], "--momentum must be in [0, 1), not -0.1"),
+    (["--minibatch-size", "abc"], "--minibatch-size: expected an integer or auto, got 'abc'"),
+    (["--minibatch-size", "auto", "--auto-minibatch-trial-hours", "0"], "--auto-minibatch-trial-hours must be positive"),
     (["--optimizer", "sgd", "--momentum", "1.0"], "--momentum must be in [0, 1)"),
 ])
 def test_train_option_errors(tmp_path, corpus, capsys, opts, msg):

@@ -110,9 +110,13 @@ def test_backends_give_the_same_model(corpus, opts):
     assert _same_weights(_final(a), _final(b))
 
 
+AUTO_MB = ("--minibatch-size", "auto", "--auto-minibatch-min", "64", "--auto-minibatch-every-hours", "0.002",
+           "--auto-minibatch-trial-hours", "0.001")
+
+
 @pytest.mark.parametrize("opts", [("--optimizer", "sgd", "--momentum", "0.5"),
-                                  ONE_BIT + ("--momentum", "0.5", "--double-buffering", "true")],
-                         ids=["average-sgd-momentum", "1bit-adagrad-momentum-db"])
+                                  ONE_BIT + ("--momentum", "0.5", "--double-buffering", "true") + AUTO_MB],
+                         ids=["average-sgd-momentum", "1bit-adagrad-momentum-db-automb"])
 def test_kill9_of_the_whole_job_then_rerun_resumes_exactly(corpus, opts):
     """... with the optimizer's state, and 1-bit SGD's residuals, AdaGrad sums and momentum."""
     root, data, ali = corpus
@@ -145,6 +149,13 @@ def test_kill9_of_the_whole_job_then_rerun_resumes_exactly(corpus, opts):
     a, b = _final(ref), _final(exp)
     assert _same_weights(a, b)
     assert [h["cv_loss"] for h in a["history"]] == [h["cv_loss"] for h in b["history"]]
+    if "auto" in opts:
+        # the minibatch-size searches (every ~7 updates here) were repeated alike after the resume
+        trials = [torch.load(e / "checkpoint.pt", weights_only=False)["ranks"][0]["state"]["minibatch_trials"]
+                  for e in (ref, exp)]
+        assert trials[0] == trials[1] and len(trials[0]) >= 4
+        assert any(t["chosen"] != 64 for t in trials[0]) and all(t["trials"] for t in trials[0])
+        assert [h["minibatch"] for h in a["history"][1:]] == [h["minibatch"] for h in b["history"][1:]]
 
 
 def _start_and_get_rank_pid(exp, cmd, rank):

@@ -8,7 +8,7 @@ import os
 import sys
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import float_opt, int_opt, kaldi_bool
+from pynnet.bin._opts import ascii_int, float_opt, int_opt, kaldi_bool
 from pynnet.bin._opts import parser as _parser
 from pynnet.io.errors import fail
 from pynnet.io.progress import progress_kwargs
@@ -98,7 +98,16 @@ def train_main(argv: list[str] | None = None) -> int:
     p.add_argument("--optimizer", default=d.optimizer, choices=["ngsgd", "sgd", "adagrad"])
     p.add_argument("--learn-rate", type=float_opt, default=d.learn_rate)
     p.add_argument("--momentum", type=float_opt, default=d.momentum)
-    p.add_argument("--minibatch-size", type=int_opt, default=d.minibatch_size)
+    p.add_argument("--minibatch-size", default=str(d.minibatch_size),
+                   help="frames per update, or auto (CNTK's AutoAdjust, Seide et al.: from --auto-minibatch-min)")
+    p.add_argument("--auto-minibatch-min", type=int_opt, default=d.minibatch_size,
+                   help="--minibatch-size auto: the first and smallest size")
+    p.add_argument("--auto-minibatch-every-hours", type=float_opt, default=d.auto_minibatch_every_hours,
+                   help="--minibatch-size auto: hours of training data between searches")
+    p.add_argument("--auto-minibatch-trial-hours", type=float_opt, default=d.auto_minibatch_trial_hours,
+                   help="--minibatch-size auto: hours of data each trial size trains on")
+    p.add_argument("--auto-minibatch-margin", type=float_opt, default=d.auto_minibatch_margin,
+                   help="--minibatch-size auto: %% of frame accuracy a larger size may lose")
     p.add_argument("--schedule", default=d.schedule, choices=["newbob", "exponential"])
     p.add_argument("--max-epochs", type=int_opt, default=d.max_epochs)
     p.add_argument("--start-halving-impr", type=float_opt, default=d.start_halving_impr)
@@ -153,6 +162,16 @@ def train_main(argv: list[str] | None = None) -> int:
                    help="seconds a collective may wait before the job ends naming the missing ranks (default 45)")
     a = p.parse_args(argv)
     _check_device(a.device)
+    auto_mb = a.minibatch_size == "auto"
+    if auto_mb:
+        a.minibatch_size = a.auto_minibatch_min
+    elif ascii_int(a.minibatch_size) is None:
+        fail(f"--minibatch-size: expected an integer or auto, got '{a.minibatch_size}'")
+    else:
+        a.minibatch_size = ascii_int(a.minibatch_size)
+    if auto_mb:
+        _check_positive(a, "auto_minibatch_every_hours", "auto_minibatch_trial_hours", "auto_minibatch_min")
+        _check_not_negative(a, "auto_minibatch_margin")
     _check_positive(a, "num_workers", "average_every")
     if a.comm_timeout is not None and not a.comm_timeout > 0:
         fail(f"--comm-timeout must be positive, not {a.comm_timeout}")
@@ -194,6 +213,9 @@ def train_main(argv: list[str] | None = None) -> int:
                       final_learn_rate=a.final_learn_rate, num_epochs_extra=a.num_epochs_extra,
                       buffer_frames=a.buffer_frames,
                       checkpoint_every=a.checkpoint_every, seed=a.seed, device=a.device)
+    if auto_mb:
+        cfg.auto_minibatch, cfg.auto_minibatch_every_hours, cfg.auto_minibatch_trial_hours, cfg.auto_minibatch_margin = \
+            True, a.auto_minibatch_every_hours, a.auto_minibatch_trial_hours, a.auto_minibatch_margin
     if a.num_workers > 1:   # (one worker: the parallel options do not apply, nor enter the checkpoint)
         cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling = \
             a.num_workers, a.sync, a.average_every, a.lr_scaling

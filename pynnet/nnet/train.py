@@ -55,6 +55,11 @@ class TrainConfig:
     sync: str = "average"             # average | allreduce | average-1bit
     average_every: int = 10           # minibatches between averages
     lr_scaling: str = "linear"        # the learning rate times K | sqrt(K) | 1
+    # --minibatch-size auto (CNTK's AutoAdjust; --minibatch-size is then the smallest size)
+    auto_minibatch: bool = False
+    auto_minibatch_every_hours: float = 24.0   # of training data between searches (Seide: 24 h)
+    auto_minibatch_trial_hours: float = 0.75   # the slice each trial size trains (Seide: 45 min)
+    auto_minibatch_margin: float = 1.0         # % frame accuracy a larger size may lose
     double_buffering: bool = False    # 1bit: exchange one half-minibatch while computing the next
     error_feedback: bool = True       # 1bit, average-1bit: carry the quantization error forward
 
@@ -62,6 +67,7 @@ class TrainConfig:
 # options that may differ between a run and its resumption
 _RESUMABLE_CHANGES = {"device", "checkpoint_every"}
 MAX_NAN_RESTARTS = 10
+FRAMES_PER_HOUR = 360000   # 10 ms frames
 _CHECKPOINT_KEYS = ("cfg", "state", "model", "opt", "arch", "input_pipeline")
 
 
@@ -363,7 +369,7 @@ class Trainer:
         chunks = plan_chunks(self.tr, epoch, self.data_seed, cfg.buffer_frames)
         # K workers: every rank runs the same number of minibatches (the smallest shard's); a rank
         # that comes out short (utterances skipped while loading) goes round its shard again
-        mb = self.sync.local_minibatch(cfg.minibatch_size)
+        mb = self.sync.local_minibatch(self._minibatch())
         total = self.sync.epoch_steps(sum(-(-sum(self.tr.frames[u] for u in c) // mb) for c in chunks))
         if total is not None:
             st["epoch_steps_total"] = total
@@ -375,7 +381,6 @@ class Trainer:
                    desc=f"epoch {epoch} lr {st['lr']:.3g}", **progress_kwargs(self.progress))
         loader = ChunkLoader(self.tr, chunks, self.cpu_transform, st["chunk"], [self.data_seed, epoch, 2])
         self.model.train()
-        fused = not self.sync.needs_gradients
         t0 = time.time()
         try:
             for ch in loader:
@@ -383,44 +388,31 @@ class Trainer:
                     break
                 x, y = ch.x.to(self.device), ch.y.to(self.device)
                 order = ch.order.to(self.device)
-                starts = range(st["batch"] * mb, len(y), mb)
-                for b, i in enumerate(starts, st["batch"]):
+                # (the position in frames: a size chosen automatically takes effect mid-chunk)
+                pos = st.get("pos", st["batch"] * mb)
+                while pos < len(y):
                     if total is not None and st.get("epoch_step", 0) >= total:
                         break
+                    if self._tuning_due():   # (the same update on every rank; its time counts)
+                        mb = self.sync.local_minibatch(self._tune_minibatch(chunks, ch, x, y, order, pos, epoch))
+                        if total is not None:   # (the rest of the epoch in minibatches of the new size)
+                            left = -(-(len(y) - pos) // mb) + sum(-(-sum(self.tr.frames[u] for u in c) // mb)
+                                                                  for c in chunks[ch.index + 1:])
+                            total = st["epoch_steps_total"] = st.get("epoch_step", 0) + self.sync.epoch_steps(left)
+                        continue
                     if exponential:
                         st["lr"] = self._exponential_lr()
-                    lr = st["lr"] * self.sync.lr_scale
-                    self.opt.fused_lr = lr if fused else None
-                    idx = order[i:i + mb]
+                    idx = order[pos:pos + mb]
                     xb, yb = x[idx], y[idx]
-                    out = self.model(xb)
-                    loss = F.cross_entropy(out, yb, reduction="sum")
-                    lv = float(loss.detach())
-                    if not math.isfinite(lv):
-                        what = f"non-finite loss at epoch {epoch} chunk {ch.index} minibatch {b}"
-                        if self.sync.size == 1:
-                            raise _Restart(what)
-                        # K workers: this rank stops updating and tells the others at the next
-                        # synchronisation; then every rank restores the same checkpoint
-                        self.sync.local_failure = self.sync.local_failure or what
-                    if not self.sync.local_failure:
-                        loss.backward()
-                    failed = self.sync.before_update(st["step"], self.model, self.opt, lr)
-                    if failed:
-                        raise _Restart(failed)
-                    if not self.sync.local_failure and not self.sync.owns_update:
-                        self.opt.step(lr)
-                    st["step"] += 1
-                    st["epoch_step"] = st.get("epoch_step", 0) + 1
-                    failed = self.sync.after_update(st["step"], self.model, self.opt)
-                    if failed:
-                        raise _Restart(failed)
+                    lv, correct = self._update(xb, yb, st["lr"] * self.sync.lr_scale,
+                                               f"epoch {epoch} chunk {ch.index} minibatch {st['batch']}")
                     a = st["acc"]
                     if not self.sync.local_failure:
                         a["loss"] += lv
-                        a["correct"] += int((out.detach().argmax(1) == yb).sum())
+                        a["correct"] += correct
                         a["frames"] += len(yb)
-                    st["batch"] = b + 1
+                    pos += len(yb)
+                    st["batch"], st["pos"] = st["batch"] + 1, pos
                     bar.update(len(yb))
                     if self.sync.checkpoint_due(st["step"], cfg.checkpoint_every):
                         failed = self.sync.flush(st["step"])
@@ -429,8 +421,8 @@ class Trainer:
                         a["seconds"] += time.time() - t0
                         t0 = time.time()
                         self.save_checkpoint()
-                else:
-                    st["chunk"], st["batch"] = ch.index + 1, 0
+                if pos >= len(y):
+                    st["chunk"], st["batch"], st["pos"] = ch.index + 1, 0, 0
             if total is not None and st.get("epoch_step", 0) < total:
                 fail(f"rank {self.sync.rank} ran out of usable training frames in epoch {epoch} "
                      f"({st.get('epoch_step', 0)} of {total} minibatches: too many utterances skipped, "
@@ -442,6 +434,123 @@ class Trainer:
             loader.close()
             bar.close()
             st["acc"]["seconds"] += time.time() - t0
+
+    def _update(self, xb: torch.Tensor, yb: torch.Tensor, lr: float, where: str) -> tuple[float, int]:
+        """One minibatch: forward, backward, the synchronizer's hooks, the update. Returns the
+        loss (a sum) and the frames classified right."""
+        st = self.st
+        self.opt.fused_lr = None if self.sync.needs_gradients else lr
+        out = self.model(xb)
+        loss = F.cross_entropy(out, yb, reduction="sum")
+        lv = float(loss.detach())
+        if not math.isfinite(lv):
+            what = f"non-finite loss at {where}"
+            if self.sync.size == 1:
+                raise _Restart(what)
+            # K workers: this rank stops updating and tells the others at the next
+            # synchronisation; then every rank restores the same checkpoint
+            self.sync.local_failure = self.sync.local_failure or what
+        if not self.sync.local_failure:
+            loss.backward()
+        failed = self.sync.before_update(st["step"], self.model, self.opt, lr)
+        if failed:
+            raise _Restart(failed)
+        if not self.sync.local_failure and not self.sync.owns_update:
+            self.opt.step(lr)
+        st["step"] += 1
+        st["epoch_step"] = st.get("epoch_step", 0) + 1
+        failed = self.sync.after_update(st["step"], self.model, self.opt)
+        if failed:
+            raise _Restart(failed)
+        return lv, int((out.detach().argmax(1) == yb).sum())
+
+    # ------------------------------------------------------------ automatic minibatch size
+    def _minibatch(self) -> int:
+        """The (global) minibatch size in use: --minibatch-size, or the last automatic choice."""
+        return self.st.get("minibatch", self.cfg.minibatch_size)
+
+    def _tuning_due(self) -> bool:
+        """Every --auto-minibatch-every-hours of data, counted in updates (the same on every rank)."""
+        if not self.cfg.auto_minibatch:
+            return False
+        due = self.st.get("next_tuning_step")
+        return due is None or self.st["step"] >= due
+
+    def _tune_minibatch(self, chunks: list[list[str]], ch, x: torch.Tensor, y: torch.Tensor, order: torch.Tensor,
+                        pos: int, epoch: int) -> int:
+        """CNTK's AutoAdjust (Seide et al. 2014): train the next --auto-minibatch-trial-hours of
+        data with sizes from max(--minibatch-size, prev/2) up by x sqrt(2) (multiples of 64) to
+        2 x prev, reloading the model, optimizer and synchronizer state before each; stop at the
+        first whose frame accuracy falls below the first's x (1 - margin %); keep the last good.
+        The decision is a function of the state and the data, so a resumed run repeats it."""
+        from pynnet.nnet.data import load_chunk
+
+        st, cfg = self.st, self.cfg
+        prev = self._minibatch()
+        lo, hi = max(cfg.minibatch_size, prev / 2), 2 * prev
+        sizes, t = [], lo
+        while t <= hi * (1 + 1e-9):
+            n = max(64, 64 * int((t + 32) // 64))
+            if n not in sizes:
+                sizes.append(n)
+            t *= math.sqrt(2.0)
+        # the trial slice: this rank's next frames, as the epoch will see them
+        want = int(cfg.auto_minibatch_trial_hours * FRAMES_PER_HOUR / self.sync.size)
+        idx = order[pos:pos + want]
+        xs, ys, have = [x[idx]], [y[idx]], len(idx)
+        for k in range(ch.index + 1, len(chunks)):
+            if have >= want:
+                break
+            nxt = load_chunk(self.tr, chunks[k], self.cpu_transform, k, [self.data_seed, epoch, 2])
+            take = nxt.order[:want - have]
+            xs.append(nxt.x[take].to(self.device))
+            ys.append(nxt.y[take].to(self.device))
+            have += len(take)
+        failed = self.sync.flush(st["step"])   # (nothing in flight into the trials)
+        if failed:
+            raise _Restart(failed)
+        x, y = torch.cat(xs), torch.cat(ys)
+        saved = copy.deepcopy({"model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                               "sync": self.sync.state_dict(), "st": st})
+        trials, base, chosen = [], None, prev
+        lr = st["lr"] * self.sync.lr_scale
+        for n in sizes:
+            local = self.sync.local_minibatch(n)
+            steps = len(y) // local
+            steps = self.sync.epoch_steps(steps) if self.sync.size > 1 else steps
+            correct = frames = 0
+            for i in range(0, steps * local, local):
+                _, c = self._update(x[i:i + local], y[i:i + local], lr, f"the minibatch-size trial {n}")
+                correct, frames = correct + c, frames + local
+            failed = self.sync.flush(st["step"])
+            if failed:
+                raise _Restart(failed)
+            tot = self.sync.reduce({"correct": correct, "frames": frames})
+            acc = tot["correct"] / max(tot["frames"], 1)
+            ok = tot["frames"] > 0 and (base is None or acc >= base * (1 - cfg.auto_minibatch_margin / 100))
+            trials.append({"minibatch": n, "frame_acc": acc, "frames": int(tot["frames"]), "ok": ok})
+            self._restore_in_memory(copy.deepcopy(saved))
+            if not ok:
+                break
+            base = acc if base is None else base
+            chosen = n
+        st["minibatch"] = chosen
+        per_update = self.sync.local_minibatch(chosen) * self.sync.size
+        st["next_tuning_step"] = st["step"] + max(1, int(cfg.auto_minibatch_every_hours * FRAMES_PER_HOUR / per_update))
+        st.setdefault("minibatch_trials", []).append({"epoch": epoch, "chunk": ch.index, "step": st["step"],
+                                                      "trials": trials, "chosen": chosen})
+        log("automatic minibatch size: " + ", ".join(
+            f"{t['minibatch']}: " + (f"{100 * t['frame_acc']:.2f}%" + ("" if t["ok"] else " (worse)") if t["frames"]
+                                     else "no whole minibatch in the slice") for t in trials)
+            + f" -> {chosen} (was {prev})")
+        return chosen
+
+    def _restore_in_memory(self, saved: dict) -> None:
+        self.model.load_state_dict(saved["model"])
+        self.opt.load_state_dict(saved["opt"])
+        self.sync.load_state_dict(saved["sync"])
+        self.st.clear()
+        self.st.update(saved["st"])
 
     # ------------------------------------------------------------ the schedule
     def train(self) -> dict:
@@ -521,7 +630,8 @@ class Trainer:
         cv_loss, cv_acc = self.evaluate(self.cv)
         # under the exponential schedule: the rate of the epoch's first and last minibatch
         lr_rec = {"lr": st["epoch_lr"], "lr_last": st["lr"]} if cfg.schedule == "exponential" else {"lr": st["lr"]}
-        rec = {"epoch": st["epoch"], **lr_rec, "train_loss": tr_loss, "train_acc": tr_acc,
+        rec = {"epoch": st["epoch"], **lr_rec, **({"minibatch": self._minibatch()} if cfg.auto_minibatch else {}),
+               "train_loss": tr_loss, "train_acc": tr_acc,
                "cv_loss": cv_loss, "cv_acc": cv_acc, "frames": int(a["frames"]),
                "frames_per_sec": a["frames"] / max(a["seconds"], 1e-9), "seconds": a["seconds"]}
         loss_prev = st["best_loss"]
@@ -540,7 +650,7 @@ class Trainer:
         st["history"].append(rec)
         self._write_log()
         st["epoch"] += 1
-        st["chunk"], st["batch"], st["acc"], st["epoch_step"] = 0, 0, _zero_acc(), 0
+        st["chunk"], st["batch"], st["pos"], st["acc"], st["epoch_step"] = 0, 0, 0, _zero_acc(), 0
         if cfg.schedule == "exponential":
             st["done"] = st["epoch"] > cfg.num_epochs + cfg.num_epochs_extra
             return
