@@ -9,8 +9,9 @@
 #   7  align; tri2;        8  its graph + decode
 #   9  tri2 alignments of train (for the DNN)
 #  10  DBN pretraining (RBM);  11 DNN fine-tuning: NG-SGD on 2 MPI workers with model averaging
-#      (exp/dnn_avg; --compare-parallel true: also 1 worker, exp/dnn, and 1-bit averaging);  12 DNN decode
-#  13  ablations: random init + plain SGD, DBN + plain SGD (1 worker)
+#      (exp/dnn_avg; --compare-parallel true: also 1 worker, exp/dnn, 1-bit averaging and 1-bit SGD);
+#  12  DNN decode
+#  13  ablations: random init + plain SGD, DBN + plain SGD (1 worker); 1-bit SGD without error feedback
 #  14  (--smbr true) sequence training (nnet1): DNN alignments, denominator lattices, sMBR; decode
 #  15  exp/RESULTS
 set -euo pipefail
@@ -33,11 +34,13 @@ nnet_threads=2        # torch threads for stage 10 and the 1-worker DNN (this ma
                       # resume of a training needs the same number)
 num_workers=2         # stage 11: MPI ranks of the DNN training (threads each: cores / workers)
 average_every=10      # minibatches between model averages (Su & Chen: 10 beat 20)
-compare_parallel=false  # stage 11-12: also exp/dnn (1 worker) and exp/dnn_avg1bit (1-bit averaging)
+compare_parallel=false  # stage 11-12: also exp/dnn (1 worker), exp/dnn_avg1bit (1-bit averaging) and
+                        # exp/dnn_1bit (1-bit SGD, Seide et al.)
 dnn_opts="--max-epochs 10"
+onebit_opts="--optimizer adagrad --learn-rate 0.016 --minibatch-size 256"   # exp/dnn_1bit (global minibatch)
 help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]
   [--smbr true|false] [--smbr-iters N] [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--nnet-threads N]
-  [--num-workers N] [--average-every N] [--compare-parallel true|false] [--dnn-opts \"...\"]"
+  [--num-workers N] [--average-every N] [--compare-parallel true|false] [--dnn-opts \"...\"] [--onebit-opts \"...\"]"
 
 cd "$(dirname "$0")"
 . ./cmd.sh
@@ -146,10 +149,12 @@ if run 11; then
     steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd \
       --num-workers $num_workers --sync average-1bit --average-every $average_every \
       data-fbank/train data/lang exp/tri2_ali exp/dnn_avg1bit
+    steps/nnet/train.sh $dnn_opts $onebit_opts --dbn exp/dbn/final.dbn --num-workers 2 --sync 1bit \
+      data-fbank/train data/lang exp/tri2_ali exp/dnn_1bit
   fi
 fi
 if run 12; then
-  dnns=$dnn; [ "$compare_parallel" = true ] && dnns="exp/dnn_avg exp/dnn exp/dnn_avg1bit"
+  dnns=$dnn; [ "$compare_parallel" = true ] && dnns="exp/dnn_avg exp/dnn exp/dnn_avg1bit exp/dnn_1bit"
   for d in $dnns; do
     steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test $d/decode_test
   done
@@ -165,7 +170,10 @@ if run 13 && [ "$ablations" = true ]; then
   pid2=$!
   wait $pid1 || { cat exp/dnn_randinit_sgd.out; exit 1; }
   wait $pid2 || { cat exp/dnn_dbn_sgd.out; exit 1; }
-  for x in dnn_randinit_sgd dnn_dbn_sgd; do
+  # 1-bit SGD without error feedback (Seide et al.: it then fails to train)
+  steps/nnet/train.sh $dnn_opts $onebit_opts --dbn exp/dbn/final.dbn --num-workers 2 --sync 1bit \
+    --error-feedback false data-fbank/train data/lang exp/tri2_ali exp/dnn_1bit_noef
+  for x in dnn_randinit_sgd dnn_dbn_sgd dnn_1bit_noef; do
     steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/$x/decode_test
   done
 fi

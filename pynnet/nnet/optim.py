@@ -1,5 +1,5 @@
 """Optimizers over the affine layers of a Dnn: NG-SGD (Kaldi online natural gradient), SGD with
-momentum (nnet1), AdaGrad (Seide et al.: on the raw, aggregated gradient; CNTK's normalisation).
+momentum (nnet1), AdaGrad (Seide et al.: on the raw, aggregated gradient; normalised per matrix).
 
 Gradients are Kaldi-style SUMS over the minibatch's frames (nnet1/nnet2 learning rates such as
 0.008 assume that). Each optimizer installs a grad hook on every Affine, so the weight gradient
@@ -12,6 +12,7 @@ then applies it. Usage::
 from __future__ import annotations
 
 import abc
+import math
 
 import torch
 
@@ -105,19 +106,21 @@ ADAGRAD_FLOOR = 1e-16   # inside the square root (CNTK's floor)
 
 @torch.no_grad()
 def adagrad_delta(g: torch.Tensor, sum_sq: torch.Tensor, lr: float, scratch: torch.Tensor) -> torch.Tensor:
-    """CNTK's AdaGrad (normWithAveMultiplier, the default of the 1-bit SGD paper's toolkit):
-    ``sum_sq += g^2``; the change is ``-lr g / sqrt(sum_sq + floor)`` divided by the mean of
-    ``1 / sqrt(sum_sq + floor)`` over the tensor, so that the per-weight rates average to ``lr``
-    (newbob and the learning rates of SGD keep their meaning). Overwrites ``g`` with the change
-    (and returns it); ``scratch``: a buffer of g's shape."""
+    """AdaGrad, normalised per tensor: ``sum_sq += g^2``; the change is
+    ``-lr g sqrt(mean(sum_sq)) / sqrt(sum_sq + floor)``: a weight whose accumulated squared
+    gradient is the tensor's mean steps as SGD with ``lr`` would, so newbob and SGD's learning
+    rates keep their meaning (no 1/sqrt(t) decay; each step is at most lr x the RMS of the
+    accumulated gradient). CNTK normalises by the mean of 1 / sqrt(sum_sq) instead, which a few
+    weights with tiny gradients dominate: on egs/synth that trained far slower (docs/notes/parallel.md).
+    Overwrites ``g`` with the change (and returns it); ``scratch``: a buffer of g's shape."""
     sum_sq.addcmul_(g, g)
     m = torch.add(sum_sq, ADAGRAD_FLOOR, out=scratch).rsqrt_()
-    ave = float(m.mean())
-    return g.mul_(m).mul_(-lr / ave)
+    scale = math.sqrt(float(sum_sq.mean()) + ADAGRAD_FLOOR)
+    return g.mul_(m).mul_(-lr * scale)
 
 
 class AdaGrad(Optimizer):
-    """AdaGrad on the raw gradient (Seide et al. 2014: before momentum), normalised as CNTK's
+    """AdaGrad on the raw gradient (Seide et al. 2014: before momentum), normalised per matrix
     (``adagrad_delta``), then unit-gain momentum: ``v = m v + (1 - m) delta``, ``w += v``."""
     name = "adagrad"
 

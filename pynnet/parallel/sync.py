@@ -326,7 +326,7 @@ class OneBitSgdSync(ParallelSync):
     1/K), aggregated in stripes: rank j owns stripe j of every matrix's columns (the bias is one
     more column). Every rank quantizes its whole gradient (1 bit per value, error feedback) and
     sends stripe j to rank j (alltoall); the owner decodes and sums the K stripes in rank order,
-    applies the update rule to the aggregate (AdaGrad on the raw gradient as CNTK normalises it,
+    applies the update rule to the aggregate (AdaGrad on the raw gradient, normalised per stripe,
     then unit-gain momentum; or SGD with momentum), quantizes the update with a second residual,
     and every rank allgathers the stripes and adds the decoded updates. Every rank decodes the
     same bits, so the replicas stay identical, and the rule's state lives with the owner (1/K of
@@ -487,7 +487,9 @@ class OneBitSgdSync(ParallelSync):
             return bad
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="pynnet-1bit")
+            # (one OpenMP thread: a team of the training's size would stall its GEMMs; docs/notes/nnet.md)
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="pynnet-1bit", initializer=torch.set_num_threads,
+                                            initargs=(1,))
         buf = self.current
         self._use(1 - buf)
         self._pending = self._pool.submit(self._exchange, buf, lr, step, failure)
@@ -502,8 +504,11 @@ class OneBitSgdSync(ParallelSync):
         if self.is_writer and not failed:
             ex, wait = self.exchange_seconds - self._logged[0], self.wait_seconds - self._logged[1]
             self._logged = (self.exchange_seconds, self.wait_seconds)
-            log(f"1-bit exchange: {ex:.1f} s in the epoch's exchanges, {wait:.1f} s waited for "
-                f"({max(0.0, 1.0 - wait / ex) if ex > 0 else 0.0:.0%} hidden by double buffering)")
+            if self.double_buffering:
+                log(f"1-bit exchange: {ex:.1f} s in the epoch's exchanges, {wait:.1f} s waited for "
+                    f"({max(0.0, 1.0 - wait / ex) if ex > 0 else 0.0:.0%} hidden by double buffering)")
+            else:
+                log(f"1-bit exchange: {ex:.1f} s in the epoch's exchanges (no double buffering)")
         return failed
 
     _logged = (0.0, 0.0)
