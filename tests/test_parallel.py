@@ -306,6 +306,14 @@ def test_quantizer_round_trip_and_error_feedback():
     assert torch.allclose(q.recon(out), recon, rtol=1e-6, atol=1e-7)
     assert torch.allclose(q.decode(out), deq, rtol=1e-6, atol=1e-6)
     assert float(q.recon(out)[1, 2]) == 0.0 and float(q.recon(out)[0, 3]) == 0.0   # empty halves: 0
+    # the GPU's bit packing (torch) writes numpy's bits
+    from pynnet.parallel.quantize import _pack_torch, _unpack_torch
+    for n in (185, 8, 7, 64):
+        mask = torch.rand(n) > 0.5
+        mine = torch.zeros((n + 7) // 8, dtype=torch.uint8)
+        _pack_torch(mask, mine)
+        assert torch.equal(mine, torch.from_numpy(np.packbits(mask.numpy())))
+        assert torch.equal(_unpack_torch(mine, n), mask.to(torch.uint8))
     # error feedback: the sum of what was sent tracks the sum of the inputs (the error stays
     # bounded by one residual); without it the error grows with the number of steps
     torch.manual_seed(1)
@@ -359,7 +367,8 @@ def test_a_nan_on_one_rank_restores_the_same_checkpoint_everywhere(corpus):
     assert _final(exp)["history"][-1]["cv_acc"] > 0.4
 
 
-def test_two_workers_on_the_gpu_match_the_cpu(corpus):
+@pytest.mark.parametrize("opts", [(), ONE_BIT + ("--double-buffering", "true")], ids=["average", "1bit-db"])
+def test_two_workers_on_the_gpu_match_the_cpu(corpus, opts):
     """--device cuda with the MPI backend (a pip MPI is not CUDA-aware: the buffers go through the
     host): the ranks train on the GPU and end close to the CPU run (GEMMs round differently).
     Run by tools/gpu_check.sh; PYNNET_TEST_GPU_DEVICE=cpu checks the test itself."""
@@ -367,10 +376,17 @@ def test_two_workers_on_the_gpu_match_the_cpu(corpus):
     if not dev:
         pytest.skip("no GPU")
     root, data, ali = corpus
-    a, b = root / "exp_gpu_cpu", root / "exp_gpu_dev"
+    name = "1bit" if opts else "avg"
+    a, b = root / f"exp_gpu_cpu_{name}", root / f"exp_gpu_dev_{name}"
     for exp, d in ((a, "cpu"), (b, dev)):
-        r = _run(_train_cmd(exp, data, ali, "--max-epochs", "2", "--device", d))
+        r = _run(_train_cmd(exp, data, ali, "--max-epochs", "2", "--device", d, *opts))
         assert r.returncode == 0, r.stderr
     fa, fb = _final(a), _final(b)
+    if opts:
+        # 1 bit per value: a value near 0 that rounds the other way flips its bit, so the runs
+        # part at the bit level; they must still train alike
+        la, lb = fa["history"][-1]["cv_loss"], fb["history"][-1]["cv_loss"]
+        assert abs(la - lb) < 0.05 * la and lb < 0.8 * fb["history"][0]["cv_loss"], (la, lb)
+        return
     for k in fa["state_dict"]:
         assert torch.allclose(fa["state_dict"][k], fb["state_dict"][k], rtol=1e-3, atol=1e-3), k

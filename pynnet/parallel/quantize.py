@@ -56,12 +56,16 @@ _SHIFTS = (7, 6, 5, 4, 3, 2, 1, 0)
 
 
 def _pack(mask: torch.Tensor, out: torch.Tensor) -> None:
-    """The bools of ``mask`` (any shape, contiguous) into ``out`` (uint8), 8 per byte."""
+    """The bools of ``mask`` (any shape, contiguous) into ``out`` (uint8), 8 per byte, the first
+    in the high bit (numpy's packbits on the CPU; the same bits in torch on a GPU)."""
+    if mask.device.type != "cpu":
+        return _pack_torch(mask, out)
+    packed = np.packbits(mask.numpy().reshape(-1))
+    out[:packed.size] = torch.from_numpy(packed)
+
+
+def _pack_torch(mask: torch.Tensor, out: torch.Tensor) -> None:
     n = mask.numel()
-    if mask.device.type == "cpu":
-        packed = np.packbits(mask.numpy().reshape(-1))
-        out[:packed.size] = torch.from_numpy(packed)
-        return
     flat = mask.reshape(-1)
     whole = n // 8 * 8
     w = torch.tensor([1 << s for s in _SHIFTS], dtype=torch.uint8, device=mask.device)
@@ -74,8 +78,12 @@ def _pack(mask: torch.Tensor, out: torch.Tensor) -> None:
 
 def _unpack(bits: torch.Tensor, n: int) -> torch.Tensor:
     """``n`` 0/1 bytes from packed ``bits`` (uint8 tensor)."""
-    if bits.device.type == "cpu":
-        return torch.from_numpy(np.unpackbits(bits.numpy(), count=n))
+    if bits.device.type != "cpu":
+        return _unpack_torch(bits, n)
+    return torch.from_numpy(np.unpackbits(bits.numpy(), count=n))
+
+
+def _unpack_torch(bits: torch.Tensor, n: int) -> torch.Tensor:
     s = torch.tensor(_SHIFTS, dtype=torch.uint8, device=bits.device)
     return ((bits[:(n + 7) // 8].unsqueeze(1) >> s) & 1).reshape(-1)[:n]
 
