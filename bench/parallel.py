@@ -45,6 +45,7 @@ def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
     if mode in ("ddp", "torch-averager"):
         rate, comm_s, nbytes = _torch_peer(mode, x, y, steps, warmup, minibatch)
         rank = int(os.environ.get("PMI_RANK", "0"))
+        extra = {}
     else:
         from pynnet.nnet.model import Dnn
         from pynnet.nnet.optim import make_optimizer

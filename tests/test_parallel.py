@@ -170,10 +170,13 @@ def _start_and_get_rank_pid(exp, cmd, rank):
     return p, int(pid)
 
 
-def test_a_hung_rank_ends_the_job_naming_it(corpus):
+@pytest.mark.parametrize("opts", [(), ONE_BIT + ("--double-buffering", "true")], ids=["average", "1bit-db"])
+def test_a_hung_rank_ends_the_job_naming_it(corpus, opts):
+    """... also when the collectives run in 1-bit SGD's exchange thread."""
     root, data, ali = corpus
-    exp = root / "exp_hang"
-    p, pid = _start_and_get_rank_pid(exp, _train_cmd(exp, data, ali, "--max-epochs", "500", "--comm-timeout", "5"), 1)
+    exp = root / ("exp_hang_1bit" if opts else "exp_hang")
+    p, pid = _start_and_get_rank_pid(exp, _train_cmd(exp, data, ali, "--max-epochs", "500", "--comm-timeout", "5",
+                                                     *opts), 1)
     os.kill(pid, signal.SIGSTOP)
     t0 = time.time()
     try:
