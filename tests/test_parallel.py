@@ -355,11 +355,12 @@ sys.exit(train_main(sys.argv[1:]))
 """
 
 
-def test_a_nan_on_one_rank_restores_the_same_checkpoint_everywhere(corpus):
+@pytest.mark.parametrize("opts", [(), ONE_BIT + ("--double-buffering", "true")], ids=["average", "1bit-db"])
+def test_a_nan_on_one_rank_restores_the_same_checkpoint_everywhere(corpus, opts):
     root, data, ali = corpus
-    exp = root / "exp_nan"
+    exp = root / ("exp_nan_1bit" if opts else "exp_nan")
     cmd = [MPIRUN, "--num-workers", "2", "--log-dir", exp / "log", "--", sys.executable, "-c", _NAN_ON_RANK_1,
-           "--num-workers", "2", *SMALL, "--max-epochs", "2", data, ali, exp]
+           "--num-workers", "2", *SMALL, "--max-epochs", "2", *opts, data, ali, exp]
     r = _run(cmd)
     assert r.returncode == 0, r.stderr
     warn = [line for line in r.stderr.splitlines() if "non-finite loss on 1 of 2 ranks" in line]
