@@ -127,14 +127,22 @@ def _check_previous_features(tmp_path, d, scp_before, before):
     assert not _tmp_files(tmp_path / "mfcc", d, tmp_path / "exp" / "mfcc")
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @needs_run_pl
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_make_mfcc_stops_its_jobs_at_once_on_a_signal(tmp_path, sig):
     d, scp_before, before = _features_before(tmp_path)
     tag = f"sleep 3.{int(sig):02d}1"     # this test's jobs, to check that none is left running
     _slow_wav_scp(d, tag.split()[1])     # 20 utterances, 2 jobs: 30 s if the jobs were not stopped
+    # (the signals at their defaults: a test run started in the background of a shell inherits an
+    # ignored SIGINT, which bash can then never trap)
     p = subprocess.Popen(f"exec {ROOT}/steps/make_mfcc.sh --nj 2 data/train exp/mfcc mfcc", shell=True,
-                         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_default_signals)
     _wait_for(lambda: len(_sleepers(tag, only_sleep=True)) == 2)   # both jobs are reading
     time.sleep(0.5)
     p.send_signal(sig)
