@@ -99,8 +99,9 @@ class ErrorFeedbackQuantizer:
         self.residual = torch.zeros(rows, cols, device=device)
         self.nbits = bit_bytes(rows, cols)
         self.nbytes = payload_bytes(rows, cols)
-        self._work = torch.empty(rows, cols, device=device)      # v (no error feedback) / the 0/1 mask as floats
-        self._buf = torch.empty(rows, cols, device=device)       # max(v, 0)
+        # v, without error feedback (with it, v is formed in the residual's buffer)
+        self._work = None if error_feedback else torch.empty(rows, cols, device=device)
+        self._buf = torch.empty(rows, cols, device=device)       # max(v, 0), then the 0/1 mask as floats
         self._mask = torch.empty(rows, cols, dtype=torch.bool, device=device)
 
     def encode(self, g: torch.Tensor, out: torch.Tensor) -> None:
