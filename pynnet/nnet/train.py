@@ -370,7 +370,7 @@ class Trainer:
         # K workers: every rank runs the same number of minibatches (the smallest shard's); a rank
         # that comes out short (utterances skipped while loading) goes round its shard again
         mb = self.sync.local_minibatch(self._minibatch())
-        total = self.sync.epoch_steps(sum(-(-sum(self.tr.frames[u] for u in c) // mb) for c in chunks))
+        total = self.sync.epoch_steps(self._planned_steps(chunks, mb))
         if total is not None:
             st["epoch_steps_total"] = total
             chunks = chunks + chunks
@@ -396,8 +396,7 @@ class Trainer:
                     if self._tuning_due():   # (the same update on every rank; its time counts)
                         mb = self.sync.local_minibatch(self._tune_minibatch(chunks, ch, x, y, order, pos, epoch))
                         if total is not None:   # (the rest of the epoch in minibatches of the new size)
-                            left = -(-(len(y) - pos) // mb) + sum(-(-sum(self.tr.frames[u] for u in c) // mb)
-                                                                  for c in chunks[ch.index + 1:])
+                            left = -(-(len(y) - pos) // mb) + self._planned_steps(chunks[ch.index + 1:], mb)
                             total = st["epoch_steps_total"] = st.get("epoch_step", 0) + self.sync.epoch_steps(left)
                         continue
                     if exponential:
@@ -434,6 +433,10 @@ class Trainer:
             loader.close()
             bar.close()
             st["acc"]["seconds"] += time.time() - t0
+
+    def _planned_steps(self, chunks: list[list[str]], mb: int) -> int:
+        """Minibatches of ``mb`` frames in ``chunks`` (from the alignment lengths)."""
+        return sum(-(-sum(self.tr.frames[u] for u in c) // mb) for c in chunks)
 
     def _update(self, xb: torch.Tensor, yb: torch.Tensor, lr: float, where: str) -> tuple[float, int]:
         """One minibatch: forward, backward, the synchronizer's hooks, the update. Returns the
