@@ -1,0 +1,86 @@
+"""Model sizes for a recipe, scaled to the amount of training data (egs/custom).
+
+Fixed sizes fail at both ends: egs/synth's trees (sized for its 1 h) overfit 15 minutes of real
+speech (the triphones came out worse than the monophone), and Kaldi's Switchboard sizes would be
+absurd for either.  The rule here is a power law in hours anchored at two known-good points:
+
+* 1 h: egs/synth's tuned sizes (tri1 300 leaves / 2000 Gaussians, tri2 500 / 3000, DNN 4 x 512,
+  3 RBM epochs: egs/synth/RESULTS);
+* 110 h: Kaldi's egs/swbd/s5c on train_100k_nodup (tri1 3200 / 30000, tri2 4000 / 70000; nnet1's
+  6 x 2048 DNN, 1 RBM epoch).  The same law gives 6000 / 133000 at 286 h, where s5c's tri3 has
+  6000 / 140000.
+
+Below 1 h the law is extrapolated, with a floor of ``MIN_FRAMES_PER_GAUSSIAN`` frames of
+training data per Gaussian (a Gaussian needs data to estimate 2 x 39 parameters) and per-pdf
+limits.  Measured on subsets of egs/synth: docs/notes/gmm.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from pynnet.io.errors import fail
+
+FRAMES_PER_HOUR = 360000          # 10 ms frames
+MIN_FRAMES_PER_GAUSSIAN = 100
+MIN_GAUSSIANS_PER_LEAF = 2        # below this a triphone system is a monophone with more pdfs
+
+
+@dataclass(frozen=True)
+class RecipeSizes:
+    mono_gauss: int
+    tri1_leaves: int
+    tri1_gauss: int
+    tri2_leaves: int
+    tri2_gauss: int
+    dnn_depth: int
+    dnn_hid_dim: int
+    rbm_iter: int
+    nj: int
+
+    def shell(self) -> str:
+        """``name=value`` lines for a recipe to ``eval``."""
+        return "".join(f"{k}={v}\n" for k, v in asdict(self).items())
+
+
+def _power(anchor_1h: float, anchor_110h: float, hours: float) -> float:
+    """The power law through (1 h, anchor_1h) and (110 h, anchor_110h), evaluated at ``hours``."""
+    exponent = math.log(anchor_110h / anchor_1h) / math.log(110.0)
+    return anchor_1h * hours ** exponent
+
+
+def _gaussians(anchor_1h: float, anchor_110h: float, hours: float, leaves: int) -> int:
+    by_data = hours * FRAMES_PER_HOUR / MIN_FRAMES_PER_GAUSSIAN
+    g = min(_power(anchor_1h, anchor_110h, hours), by_data)
+    return max(int(round(g, -1 if g < 10000 else -2)), MIN_GAUSSIANS_PER_LEAF * leaves)
+
+
+def _leaves(anchor_1h: float, anchor_110h: float, hours: float, floor: int) -> int:
+    return max(int(round(_power(anchor_1h, anchor_110h, hours), -1)), floor)
+
+
+def recipe_sizes(hours: float, speakers: int, max_jobs: int, num_phones: int = 40) -> RecipeSizes:
+    """Sizes for ``hours`` of training audio from ``speakers`` speakers; ``max_jobs`` caps the
+    number of parallel jobs, which cannot exceed the speakers (Kaldi splits data dirs by speaker).
+    ``num_phones`` (non-silence phones) sets the smallest tree worth building: a few leaves per
+    phone, else the triphone system has fewer pdfs than the monophone's 3 per phone."""
+    if not hours > 0:
+        fail(f"the training data must have a positive duration, not {hours} h")
+    if speakers < 1 or max_jobs < 1:
+        fail("speakers and the number of jobs must be at least 1")
+    floor1 = 3 * num_phones + 20
+    tri1_leaves = _leaves(300, 3200, hours, floor1)
+    tri2_leaves = _leaves(500, 4000, hours, max(floor1, tri1_leaves))
+    mono_gauss = int(round(min(1000.0, hours * FRAMES_PER_HOUR / MIN_FRAMES_PER_GAUSSIAN / 1.5), -1))
+    mono_gauss = max(mono_gauss, 3 * num_phones + 10)
+    # DNN: width ~ hours^0.3 (512 at 1 h, 2048 at 110 h) in multiples of 128; deeper with data
+    hid = _power(512, 2048, hours)
+    hid_dim = int(min(2048, max(128, 128 * round(hid / 128))))
+    depth = 4 if hours < 10 else 5 if hours < 50 else 6
+    # RBM epochs: nnet1's 1 is for hundreds of hours; on 1 h 3 were better (docs/notes/nnet.md)
+    rbm_iter = 3 if hours < 10 else 2 if hours < 50 else 1
+    return RecipeSizes(mono_gauss=mono_gauss,
+                       tri1_leaves=tri1_leaves, tri1_gauss=_gaussians(2000, 30000, hours, tri1_leaves),
+                       tri2_leaves=tri2_leaves, tri2_gauss=_gaussians(3000, 70000, hours, tri2_leaves),
+                       dnn_depth=depth, dnn_hid_dim=hid_dim, rbm_iter=rbm_iter,
+                       nj=max(1, min(max_jobs, speakers)))
