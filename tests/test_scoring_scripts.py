@@ -244,3 +244,127 @@ def test_score_kaldi_leaves_out_utterances_whose_lattice_has_no_path(decoded, tm
         assert "spkA-u2" not in (dec / "scoring_kaldi" / "wer_details" / "per_utt").read_text(encoding="utf-8")
         wers.append((dec / "scoring_kaldi" / "best_wer").read_text().split()[:-1])
     assert wers[0] == wers[1]
+
+
+@pytest.fixture(scope="module")
+def noisy(tmp_path_factory):
+    """The noisy toy decode of tests/test_decode.py (not scored): its errors grow with the LM
+    weight (0 at weights 1-6 with penalty 0.0, 8 from 12 up)."""
+    import kaldiio
+
+    from test_decode import UTTS as NOISY_UTTS
+    tmp = tmp_path_factory.mktemp("grid")
+    toy = Toy(word_costs={1: 0.5, 2: 3.0, 3: 0.5, 4: 3.0, 5: 0.5, 6: 3.0})
+    exp, graph, data = _setup_exp(tmp, toy, NOISY_UTTS)
+    with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as wr:
+        for i, (utt, words) in enumerate(sorted(NOISY_UTTS.items())):
+            wr(utt, toy.feats(words, seed=20 + i, noise=1.1, frames_per_state=2))
+    r = _sh("steps/decode.sh", "--nj", "2", "--acwt", "0.1", "--skip-scoring", "true",
+            str(graph), str(data), str(exp / "decode"))
+    assert r.returncode == 0, r.stderr + r.stdout
+    full = _copy_decode(exp, "decode_full")  # every weight, to compare with
+    r = _sh("steps/score_kaldi.sh", "--min-lmwt", "1", "--max-lmwt", "30", "--lmwt-extend", "0",
+            str(data), str(graph), str(full))
+    assert r.returncode == 0, r.stderr + r.stdout
+    return exp, graph, data, full
+
+
+def _errors(dec, lmwt, wip):
+    return int((dec / f"wer_{lmwt}_{wip}").read_text().splitlines()[1].split()[3])
+
+
+def _wer_files(dec):
+    return {f.name: f.read_text().splitlines()[1:] for f in dec.glob("wer_*")}
+
+
+def test_grid_extended_below_its_bottom(noisy):
+    """The best LM weight at the bottom of 10-17: the grid grows downwards (--lmwt-extend 1: one
+    weight at a time) until the best is inside; only the new weights' best paths are computed, and
+    the wer files, best_wer and wer_details cover the extended grid, as a scoring of it would."""
+    exp, graph, data, full = noisy
+    assert _errors(full, 10, "0.0") == 4 < min(_errors(full, l, w) for l in range(11, 18) for w in ("0.0", "0.5", "1.0"))
+    dec = _copy_decode(exp, "decode_bottom")
+    wips = ("0.0", "0.5", "1.0")
+    r = _sh("steps/score_kaldi.sh", "--min-lmwt", "10", "--max-lmwt", "17", "--lmwt-extend", "1",
+            str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    prog = f"{ROOT}/steps/score_kaldi.sh"
+    assert [ln for ln in r.stdout.splitlines() if " grid " in ln] == [
+        f"{prog}: the best LM weight 10 is at the bottom of the grid 10-17: extended to 9-17",
+        f"{prog}: the best LM weight 9 is at the bottom of the grid 9-17: extended to 8-17"]
+    assert min(_errors(full, 8, w) for w in wips) == min(_errors(full, 9, w) for w in wips) == 3  # 8 ties 9: inside
+    assert r.stdout.splitlines()[-1] == f"%WER 25.00 [ 3 / 12, 0 ins, 2 del, 1 sub ] {dec}/wer_8_0.0"
+    assert (dec / "scoring_kaldi" / "best_wer").read_text() == r.stdout.splitlines()[-1] + "\n"
+    assert (dec / "scoring_kaldi" / "lmwt_grid").read_text() == "10 17 8 17\n"
+    assert (dec / "scoring_kaldi" / "wer_details" / "lmwt").read_text() == "8\n"
+    grid = {f"wer_{l}_{w}" for l in range(8, 18) for w in wips}
+    got = _wer_files(dec)
+    assert set(got) == grid and got == {k: v for k, v in _wer_files(full).items() if k in grid}
+    assert sorted(p.name for p in (dec / "scoring_kaldi" / "penalty_0.5").glob("*.txt")) == \
+        sorted(f"{l}.txt" for l in range(8, 18))
+    # the last pass over the lattices computed weight 8 alone
+    assert "for 1 LM weights x 3 penalties" in (dec / "scoring_kaldi" / "log" / "best_path.1.log").read_text()
+    assert not list((dec / "scoring_kaldi").glob("grid.*"))
+
+    # --stage 1 (pick the best again) and the CER scoring of the word hypotheses read the
+    # extended grid back: all of weights 8-17 are scored by characters
+    (dec / "scoring_kaldi" / "best_wer").unlink()
+    r = _sh("steps/score_kaldi.sh", "--stage", "1", "--min-lmwt", "10", "--max-lmwt", "17",
+            str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert f"{prog}: the grid 10-17 was extended to 8-17 by the word scoring ({dec}/scoring_kaldi/lmwt_grid)" \
+        in r.stdout.splitlines()
+    assert r.stdout.splitlines()[-1].endswith(f"{dec}/wer_8_0.0")
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", "--min-lmwt", "10", "--max-lmwt", "17",
+            str(data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert {f.name for f in dec.glob("cer_*")} == {f"cer_{l}_{w}" for l in range(8, 18) for w in wips}
+    assert (dec / "scoring_kaldi" / "cer_details" / "lmwt").read_text() in ("8\n", "9\n")
+    # another grid than the one recorded is taken as given (its hypotheses are not all there)
+    r = _sh("steps/scoring/score_kaldi_cer.sh", "--stage", "2", "--min-lmwt", "5", "--max-lmwt", "17",
+            str(data), str(graph), str(dec))
+    assert r.returncode == 1 and "penalty_0.0/5.txt (the word hypotheses are missing)" in r.stderr
+    # a new word scoring without extension replaces the record
+    r = _sh("steps/score_kaldi.sh", "--min-lmwt", "10", "--max-lmwt", "17", "--lmwt-extend", "0",
+            str(data), str(graph), str(dec))
+    assert r.returncode == 0 and "extended" not in r.stdout, r.stderr + r.stdout
+    assert (dec / "scoring_kaldi" / "lmwt_grid").read_text() == "10 17 10 17\n"
+    assert set(_wer_files(dec)) == {f"wer_{l}_{w}" for l in range(10, 18) for w in wips}
+
+
+def test_grid_extended_past_its_top_up_to_the_cap(noisy, tmp_path):
+    """References that the decoder matches at weights 10-12 (its hypotheses at weight 12): the best
+    of 3-9 is at the top, 9, and the grid grows by 5 to 3-14, where the best is inside; with
+    --max-lmwt-cap 10 it stops at 10 and says so."""
+    exp, graph, data, full = noisy
+    ref_data = tmp_path / "data"
+    shutil.copytree(data, ref_data, ignore=shutil.ignore_patterns("split*"))
+    shutil.copy(full / "scoring_kaldi" / "penalty_0.0" / "12.txt", ref_data / "text")
+    prog = f"{ROOT}/steps/scoring/score_kaldi_wer.sh"
+    dec = _copy_decode(exp, "decode_top")
+    r = _sh("steps/scoring/score_kaldi_wer.sh", "--min-lmwt", "3", "--max-lmwt", "9",
+            str(ref_data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert [ln for ln in r.stdout.splitlines() if " grid " in ln] == [
+        f"{prog}: the best LM weight 9 is at the top of the grid 3-9: extended to 3-14"]
+    assert r.stdout.splitlines()[-1] == f"%WER 0.00 [ 0 / 5, 0 ins, 0 del, 0 sub ] {dec}/wer_12_0.0"
+    assert {f.name for f in dec.glob("wer_*")} == {f"wer_{l}_{w}" for l in range(3, 15) for w in ("0.0", "0.5", "1.0")}
+    assert (dec / "scoring_kaldi" / "lmwt_grid").read_text() == "3 9 3 14\n"
+
+    dec = _copy_decode(exp, "decode_cap")
+    r = _sh("steps/scoring/score_kaldi_wer.sh", "--min-lmwt", "3", "--max-lmwt", "9", "--max-lmwt-cap", "10",
+            str(ref_data), str(graph), str(dec))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert [ln for ln in r.stdout.splitlines() if " grid " in ln] == [
+        f"{prog}: the best LM weight 9 is at the top of the grid 3-9: extended to 3-10",
+        f"{prog}: the best LM weight 10 is at the top of the grid 3-10, the cap (--max-lmwt-cap 10): "
+        "not extended further"]
+    assert (dec / "scoring_kaldi" / "lmwt_grid").read_text() == "3 9 3 10\n"
+    assert (dec / "scoring_kaldi" / "wer_details" / "lmwt").read_text() == "10\n"
+
+    # bad options: one line, nothing scored
+    dec = _copy_decode(exp, "decode_badopt")
+    r = _sh("steps/score_kaldi.sh", "--lmwt-extend", "five", str(ref_data), str(graph), str(dec))
+    assert r.returncode == 1 and r.stderr.strip() == \
+        f"{ROOT}/steps/score_kaldi.sh: --lmwt-extend/--max-lmwt-cap must be integers", r.stderr
+    assert not list(dec.glob("wer_*"))

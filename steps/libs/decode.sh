@@ -65,7 +65,7 @@ decode_run_jobs() {
   # score the old lattices' hypotheses as the new ones')
   rm -rf "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir"/cer_* \
     "$dir"/scoring_kaldi/{best_wer,best_cer,wer_details,cer_details} "$dir"/scoring_kaldi/grid.* \
-    "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp
+    "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp "$dir"/scoring_kaldi/lmwt_grid
   # shellcheck disable=SC2086
   if ! jobs_report --what decoding --prefer "^ERROR (gzip): writing " \
       $cmd --num-threads "${num_threads:-1}" JOB=1:$nj "$dir/log/decode.JOB.log" "$@"; then

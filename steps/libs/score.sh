@@ -1,7 +1,7 @@
 # Pieces shared by steps/score_kaldi.sh (= steps/scoring/score_kaldi_wer.sh) and
 # steps/scoring/score_kaldi_cer.sh, sourced after their options are parsed
 # (". steps/libs/score.sh").  The functions read the scoring scripts' variables:
-# help_message cmd decode_mbr min_lmwt max_lmwt word_ins_penalty stats.
+# help_message cmd decode_mbr min_lmwt max_lmwt word_ins_penalty stats lmwt_extend max_lmwt_cap.
 
 # score_setup "$@": the arguments <data-dir> <lang-dir|graph-dir> <decode-dir> -> data
 # lang_or_graph dir symtab (else the usage and exit 1); checks the inputs and options; sets the
@@ -25,6 +25,7 @@ score_setup() {
   fi
   case "$min_lmwt$max_lmwt" in *[!0-9]*) echo "$0: --min-lmwt/--max-lmwt must be integers" >&2; exit 1 ;; esac
   [ "$min_lmwt" -le "$max_lmwt" ] || { echo "$0: --min-lmwt $min_lmwt > --max-lmwt $max_lmwt" >&2; exit 1; }
+  case "$lmwt_extend$max_lmwt_cap" in *[!0-9]*|"") echo "$0: --lmwt-extend/--max-lmwt-cap must be integers" >&2; exit 1 ;; esac
 
   ref_filtering_cmd="cat"
   [ -x local/wer_output_filter ] && ref_filtering_cmd="local/wer_output_filter"
@@ -38,6 +39,94 @@ score_setup() {
   $ref_filtering_cmd < "$data/text" > "$dir/scoring_kaldi/test_filt.txt.tmp" || exit 1
   mv "$dir/scoring_kaldi/test_filt.txt.tmp" "$dir/scoring_kaldi/test_filt.txt"
   wips=$(echo "$word_ins_penalty" | sed 's/,/ /g')
+}
+
+# score_extend_grid: while the best LM weight of wer_<LMWT>_<WIP> lies only on an edge of the grid
+# (the top, or the bottom when that is above 1), the grid is extended past that edge by
+# $lmwt_extend weights (up to $max_lmwt_cap at the top, 1 at the bottom), and only the new weights'
+# best paths and wer_* files are computed; one line says so, and one when the cap stops it.  A
+# weight tied with the best inside the grid is inside: no extension.  The grid scored is then
+# min_lmwt..max_lmwt, recorded by score_record_grid.  --lmwt-extend 0 turns it off.
+score_extend_grid() {
+  local best lo hi old_min=$min_lmwt old_max=$max_lmwt
+  while [ "$lmwt_extend" -gt 0 ]; do
+    best=$(_score_best_lmwt wer) || break
+    if [ "$best" = top ] && [ "$max_lmwt" -lt "$max_lmwt_cap" ]; then
+      lo=$((max_lmwt + 1)); hi=$((max_lmwt + lmwt_extend))
+      [ "$hi" -le "$max_lmwt_cap" ] || hi=$max_lmwt_cap
+      echo "$0: the best LM weight $max_lmwt is at the top of the grid $min_lmwt-$max_lmwt: extended to $min_lmwt-$hi"
+      _score_extend_to "$lo" "$hi"
+      max_lmwt=$hi
+    elif [ "$best" = bottom ] && [ "$min_lmwt" -gt 1 ]; then
+      hi=$((min_lmwt - 1)); lo=$((min_lmwt - lmwt_extend))
+      [ "$lo" -ge 1 ] || lo=1
+      echo "$0: the best LM weight $min_lmwt is at the bottom of the grid $min_lmwt-$max_lmwt: extended to $lo-$max_lmwt"
+      _score_extend_to "$lo" "$hi"
+      min_lmwt=$lo
+    else
+      if [ "$best" = top ]; then
+        echo "$0: the best LM weight $max_lmwt is at the top of the grid $min_lmwt-$max_lmwt, the cap (--max-lmwt-cap $max_lmwt_cap): not extended further"
+      elif [ "$best" = bottom ] && [ "$min_lmwt" -lt "$old_min" ]; then
+        echo "$0: the best LM weight 1 is still at the bottom of the grid $min_lmwt-$max_lmwt, the lowest weight: not extended further"
+      fi
+      break
+    fi
+  done
+  score_record_grid "$old_min" "$old_max"
+}
+
+# (_score_best_lmwt <kind>: "top" or "bottom" when the fewest errors of <kind>_<LMWT>_<WIP> over
+# the grid are found only at max_lmwt or only at min_lmwt, else "inside"; status 1 when no file
+# has a %WER line.  Error counts, not rates, so that ties are exact.)
+_score_best_lmwt() {
+  local kind=$1 wip lmwt
+  for wip in $wips; do
+    for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
+      awk -v l="$lmwt" '/^%WER / { print l, $4; exit }' "$dir/${kind}_${lmwt}_${wip}" 2>/dev/null
+    done
+  done | awk -v lo="$min_lmwt" -v hi="$max_lmwt" '
+    $2 ~ /^[0-9]+$/ { n++; e = $2 + 0; if (!(best_set) || e < best) { best = e; best_set = 1; delete at } if (e == best) at[$1] = 1 }
+    END {
+      if (!n) exit 1
+      inside = 0; for (l in at) if (l + 0 != lo && l + 0 != hi) inside = 1
+      if (lo == hi || inside) print "inside"
+      else if ((hi in at) && !(lo in at)) print "top"
+      else if ((lo in at) && !(hi in at)) print "bottom"
+      else print "inside"
+    }'
+}
+
+# (_score_extend_to <lo> <hi>: the best paths and wer_* files of LM weights lo..hi alone, added to
+# those of the grid; on failure the hypotheses go, as in score_best_paths.)
+_score_extend_to() {
+  local min_lmwt=$1 max_lmwt=$2   # (dynamic scope: the functions below see the new weights only)
+  if ! _score_best_paths_run; then
+    score_clear_hyps
+    exit 1
+  fi
+  score_grid wer
+}
+
+# score_record_grid <min> <max>: scoring_kaldi/lmwt_grid = "<min> <max> <min_lmwt> <max_lmwt>":
+# the grid options and the (extended) grid their word scoring ended with.
+score_record_grid() {
+  echo "$1 $2 $min_lmwt $max_lmwt" > "$dir/scoring_kaldi/lmwt_grid.tmp" && \
+    mv "$dir/scoring_kaldi/lmwt_grid.tmp" "$dir/scoring_kaldi/lmwt_grid" || exit 1
+}
+
+# score_read_grid: a later stage (best-WER picking, the CER scoring of the word hypotheses) takes
+# the extended grid of the word scoring that ran with the same --min-lmwt/--max-lmwt, so that it
+# covers every weight scored (min_lmwt max_lmwt set from scoring_kaldi/lmwt_grid).
+score_read_grid() {
+  local f=$dir/scoring_kaldi/lmwt_grid a b c d
+  [ -f "$f" ] || return 0
+  read -r a b c d < "$f" || return 0
+  if [ "$a" = "$min_lmwt" ] && [ "$b" = "$max_lmwt" ] && [[ "$c$d" =~ ^[0-9]+$ ]] && [ -n "$d" ]; then
+    if [ "$c" != "$min_lmwt" ] || [ "$d" != "$max_lmwt" ]; then
+      echo "$0: the grid $min_lmwt-$max_lmwt was extended to $c-$d by the word scoring ($f)"
+    fi
+    min_lmwt=$c; max_lmwt=$d
+  fi
 }
 
 # score_grid_opts: the grid options of the pynnet programs (an array, grid_opts).
@@ -61,9 +150,11 @@ score_best_paths() {
 }
 
 # score_clear_hyps: remove the hypotheses of every grid point (scoring_kaldi/penalty_*/*.txt, the
-# *.chars.txt of the CER scoring among them, and temp files) and the per-job scoring_kaldi/grid.N.
+# *.chars.txt of the CER scoring among them, and temp files), the per-job scoring_kaldi/grid.N and
+# the record of the extended grid (scoring_kaldi/lmwt_grid).
 score_clear_hyps() {
-  rm -rf "$dir"/scoring_kaldi/grid.* "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp
+  rm -rf "$dir"/scoring_kaldi/grid.* "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp \
+    "$dir"/scoring_kaldi/lmwt_grid
 }
 
 # (score_best_paths's work: the best paths into penalty_<WIP>/<LMWT>.txt; else one line, return 1)

@@ -24,6 +24,8 @@ beam=6             # (Kaldi's lattice-prune beam for MBR; unused without MBR)
 word_ins_penalty=0.0,0.5,1.0
 min_lmwt=7
 max_lmwt=17
+lmwt_extend=5      # the best LM weight on the grid's edge: extend the grid by this many weights
+max_lmwt_cap=30    # (at most up to this weight; down to 1 at the bottom); 0: no extension
 iter=final
 # End configuration section.
 
@@ -36,6 +38,10 @@ Options:
   --min-lmwt <int>                    # minimum LM weight (default $min_lmwt)
   --max-lmwt <int>                    # maximum LM weight (default $max_lmwt)
   --word-ins-penalty <list>           # comma-separated penalties (default $word_ins_penalty)
+  --lmwt-extend <int>                 # when the best LM weight is on the grid's edge (the top, or the
+                                      # bottom above 1), score this many more weights past it, again
+                                      # until it is inside (default $lmwt_extend; 0: never)
+  --max-lmwt-cap <int>                # the highest weight an extension goes to (default $max_lmwt_cap)
   --stats <true|false>                # write scoring_kaldi/cer_details (default $stats)"
 
 . ./path.sh 2>/dev/null || true
@@ -47,6 +53,9 @@ score_setup "$@"  # data lang_or_graph dir symtab wips; scoring_kaldi/test_filt.
 if [ "$stage" -le 0 ]; then
   score_best_paths   # scoring_kaldi/penalty_<WIP>/<LMWT>.txt
   score_grid wer     # wer_<LMWT>_<WIP>
+  score_extend_grid  # the best LM weight on the edge: more weights; scoring_kaldi/lmwt_grid
+else
+  score_read_grid    # the grid an earlier word scoring extended these options' to
 fi
 
 if [ "$stage" -le 2 ]; then
