@@ -213,3 +213,58 @@ def score_grid_main(argv: list[str] | None = None) -> int:
             f.write(f"compute-wer --text --mode={a.mode} ark:{ref_file} ark,p:{hyp_file}\n")
             f.write("\n".join(st.lines()) + "\n")
     return 0
+
+
+@cli
+def score_stm_main(argv: list[str] | None = None) -> int:
+    """score-stm [--glm f] [--exclude-prefix p]... <stm> <ctm> <out.sys>: hubscr/sclite-style scoring."""
+    p = _parser("Score a CTM hypothesis against an STM reference as hubscr.pl -h hub5 -l english "
+                "(csrfilt with the GLM on both sides, sclite -F -D): hypothesis words go to the "
+                "reference segment holding their midpoint (those in no segment are insertions of "
+                "the nearest one, or ignored in IGNORE_TIME_SEGMENT_IN_SCORING segments), each "
+                "segment is aligned with sclite's weights over optional words and alternations, and "
+                "<out.sys> gets sclite's per-speaker summary (the '| Sum/Avg |' row) and a Kaldi "
+                "'%%WER x.xx [ E / N, I ins, D del, S sub ]' line (both read by utils/best_wer.sh). "
+                "Details: pynnet/score/stm.py.",
+                "%(prog)s [--glm data/eval2000/glm] [--exclude-prefix en_]... [--filtered-ctm out.ctm.filt] "
+                "<stm> <ctm> <out.sys|->\n"
+                "  e.g. %(prog)s --glm data/eval2000/glm data/eval2000/stm score_10_0.0/eval2000.ctm "
+                "score_10_0.0/eval2000.ctm.filt.sys")
+    p.add_argument("--glm", default="", help="NIST1 global mapping rules applied to both sides (default none)")
+    p.add_argument("--exclude-prefix", action="append", default=[],
+                   help="leave out STM and CTM lines whose file name starts with this (repeatable): "
+                        "--exclude-prefix en_ scores the Switchboard part of eval2000")
+    p.add_argument("--optional-words", default="%HESITATION",
+                   help="comma-separated reference words (after the GLM) that may be deleted at no cost "
+                        "(default %%HESITATION; '' for none)")
+    p.add_argument("--filtered-ctm", default="",
+                   help="also write the hypothesis after the GLM here, as csrfilt does (<ctm>.filt)")
+    p.add_argument("--title", default="", help="the report's title (default: the CTM's name)")
+    p.add_argument("stm")
+    p.add_argument("ctm")
+    p.add_argument("out")
+    a = p.parse_args(argv)
+    from pynnet.io.atomic import atomic_write
+    from pynnet.score import stm as S
+
+    for f in [a.stm, a.ctm] + ([a.glm] if a.glm else []):
+        if not os.path.isfile(f):
+            fail("no such file" if not os.path.exists(f) else "not a file", f)
+    glm = S.read_glm(a.glm) if a.glm else None
+    optional = frozenset(w.strip().upper() for w in a.optional_words.split(",") if w.strip())
+    segs = S.read_stm(a.stm, glm, a.exclude_prefix, optional)
+    if not any(not s.ignore for s in segs):
+        fail("no segments to score" + (" (all excluded?)" if a.exclude_prefix else ""), a.stm)
+    words = S.read_ctm(a.ctm, glm, a.exclude_prefix)
+    stats = S.score(segs, words, a.ctm)
+    report = S.sys_report(stats, a.title or a.ctm)
+    if a.filtered_ctm:
+        with atomic_write(a.filtered_ctm) as f:
+            f.write("".join(x + "\n" for x in S.filtered_ctm_lines(words)))
+    if a.out == "-":
+        sys.stdout.write(report)
+    else:
+        with atomic_write(a.out) as f:
+            f.write(report)
+    print(S.kaldi_wer_line(S.total(stats)), file=sys.stderr)
+    return 0
