@@ -104,6 +104,8 @@ def check_corpus_main(argv: list[str] | None = None) -> int:
         from pynnet.io.errors import fail
         fail("--oov-word needs --lexicon (the words it maps are those missing from it)")
     res = check_corpus(a.data_dirs, a.lexicon, a.oov_word, a.max_pipes)
+    for w in res.warnings:
+        print(f"WARNING ({prog_name()}): {w}", file=sys.stderr)
     if res.problems:
         for msg in res.problems:
             print(f"ERROR ({prog_name()}): {msg}", file=sys.stderr)

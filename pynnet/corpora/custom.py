@@ -201,7 +201,7 @@ def make_dict(lex: Lexicon, oov_word: str | None = None, silence_phone: str | No
         opt = own[1] if own else case("SIL")
     # (prepare_lang needs no word for it; Kaldi's recipes list one all the same, so that a
     # transcript's !SIL is a word)
-    if own is None and ADDED_SILENCE_WORD not in lex.words:
+    if not any(e.phones == [opt] for e in entries) and ADDED_SILENCE_WORD not in lex.words:
         add(ADDED_SILENCE_WORD, opt, "the optional silence")
     if opt in speech_phones:
         user = next(e.word for e in entries if speech(e.word) and opt in e.phones)
@@ -345,7 +345,8 @@ def audio_info(rx: str, where: str) -> AudioInfo:
         fail(f"cannot read audio file '{rx}': {e}", where)
     except Exception as e:  # soundfile's own error types; OSError (a directory, no permission)
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        fail(f"cannot read audio file '{rx}': {why.replace(repr(rx), '').replace(rx, '').strip(': ')}", where)
+        why = re.sub(r"^Error opening .*?: ", "", why.replace(repr(rx), "FILE").replace(rx, "FILE"))  # named below
+        fail(f"cannot read audio file '{rx}': {why}", where)
     if info.frames <= 0:
         fail(f"audio file '{rx}' has no samples", where)
     return info
@@ -387,6 +388,7 @@ class CorpusCheck:
     problems: list[str]                               # one line each; empty: all is well
     speakers: int = 0
     mapped_text: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # dir -> (utt, words)
+    warnings: list[str] = field(default_factory=list)   # the validator's (one speaker ...)
 
     def summary(self) -> dict:
         """The JSON summary: sample_rate; dirs: {dir as given: {utterances, speakers, hours,
@@ -448,6 +450,7 @@ def check_corpus(dirs: list[str], lexicon: str | None = None, oov_word: str | No
     if oov_word is not None:
         check_word(oov_word, what="--oov-word")
     problems: list[str] = []
+    warnings: list[str] = []
     summaries: list[DirSummary] = []
     mapped: dict[str, list[tuple[str, str]]] = {}
     first_at_rate: dict[int, str] = {}       # rate -> 'wav.scp:line (file)' of its first recording
@@ -467,7 +470,8 @@ def check_corpus(dirs: list[str], lexicon: str | None = None, oov_word: str | No
                             f"speaker's utterances together; rename the utterances to begin with their speaker-id "
                             f"(e.g. '{u2s[u]}-{u}') in wav.scp, text and utt2spk")
         try:
-            D.validate(dd, no_feats=True, no_spk_sort=bool(bad))
+            warnings += [f"{path}: {w}" for w in D.validate(dd, no_feats=True, no_spk_sort=bool(bad))
+                         if "do not start with their speaker-id" not in w]
         except PynnetError as e:
             problems.append(str(e))
         text = dd.tables.get("text", {})
@@ -548,11 +552,11 @@ def check_corpus(dirs: list[str], lexicon: str | None = None, oov_word: str | No
     if len(count_at_rate) > 1:
         (r1, n1), (r2, n2) = count_at_rate.most_common(2)
         others = "" if len(count_at_rate) == 2 else f" ({len(count_at_rate)} rates in all)"
-        problems.append(f"mixed sample rates: {first_at_rate[r1]} is {r1} Hz ({n1} files) but {first_at_rate[r2]} is "
-                        f"{r2} Hz ({n2} files){others}: resample in wav.scp, e.g. 'sox FILE -r {r1} -t wav - |'")
+        problems.append(f"mixed sample rates: {first_at_rate[r1]} is {r1} Hz ({n1} file(s)) but {first_at_rate[r2]} is "
+                        f"{r2} Hz ({n2} file(s)){others}: resample in wav.scp, e.g. 'sox FILE -r {r1} -t wav - |'")
     elif count_at_rate:
         sample_rate = next(iter(count_at_rate))
-    return CorpusCheck(summaries, sample_rate, problems, len(all_speakers), mapped)
+    return CorpusCheck(summaries, sample_rate, problems, len(all_speakers), mapped, warnings)
 
 
 def write_mapped_text(data_dir: str, rows: list[tuple[str, str]]) -> None:
