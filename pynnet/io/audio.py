@@ -24,7 +24,7 @@ from pynnet.io.tables import FIELD_SEPS, ascii_float, ascii_int, read_table_line
 
 __all__ = ["AudioWarning", "read_sphere", "read_audio_file", "read_wav_bytes", "read_rxfilename",
            "read_wav_scp", "read_segments", "Segment", "select_channel", "iter_utterances",
-           "ulaw_to_linear", "alaw_to_linear"]
+           "ulaw_to_linear", "alaw_to_linear", "linear_to_ulaw", "write_sphere"]
 
 
 class AudioWarning(UserWarning):
@@ -66,6 +66,18 @@ def ulaw_to_linear(codes: np.ndarray) -> np.ndarray:
 def alaw_to_linear(codes: np.ndarray) -> np.ndarray:
     """G.711 A-law bytes -> 16-bit linear samples (int16)."""
     return _ALAW[np.asarray(codes, dtype=np.uint8)]
+
+
+def linear_to_ulaw(samples: np.ndarray) -> np.ndarray:
+    """16-bit linear samples -> G.711 mu-law bytes (uint8), the inverse of ulaw_to_linear up to
+    mu-law's quantisation: each sample gets the code of its segment (bias 0x84, clipped at 32635)."""
+    x = np.asarray(samples, dtype=np.int32)
+    sign = np.where(x < 0, 0x80, 0)
+    mag = np.minimum(np.abs(x), 32635) + 0x84
+    # segment = position of the highest set bit above bit 7 (mag >= 0x84 so bit 7 or higher is set)
+    exponent = np.floor(np.log2(mag)).astype(np.int32) - 7
+    mantissa = (mag >> (exponent + 3)) & 0x0F
+    return (~(sign | (exponent << 4) | mantissa) & 0xFF).astype(np.uint8)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -170,6 +182,44 @@ def read_sphere(path: str | os.PathLike) -> tuple[np.ndarray, int]:
         have = count
     samples = samples[: have * channels].reshape(have, channels)
     return samples, rate
+
+
+def write_sphere(path: str | os.PathLike, samples: np.ndarray, rate: int, coding: str = "ulaw",
+                 extra: dict[str, str | int] | None = None) -> None:
+    """Write int16 ``samples`` (num_samples,) or (num_samples, channels) as NIST SPHERE, atomically:
+    ``coding`` 'ulaw' (1 byte per sample, as LDC ships Switchboard) or 'pcm' (16-bit little-endian).
+    ``extra`` adds header fields (strings as -sN, integers as -i), e.g. {"conversation_id": "2001"}."""
+    from pynnet.io.atomic import atomic_write
+
+    data = np.asarray(samples)
+    if data.ndim == 1:
+        data = data[:, None]
+    if data.ndim != 2 or data.shape[1] < 1:
+        raise ValueError(f"write_sphere: samples must be (n,) or (n, channels), got {data.shape}")
+    if coding == "ulaw":
+        body = linear_to_ulaw(data).tobytes()   # row-major: channels interleaved per sample
+        fields: list[tuple[str, str | int]] = [("sample_byte_format", "1"), ("sample_n_bytes", 1),
+                                               ("sample_coding", "ulaw")]
+    elif coding == "pcm":
+        body = np.clip(data, -32768, 32767).astype("<i2").tobytes()
+        fields = [("sample_byte_format", "01"), ("sample_n_bytes", 2), ("sample_coding", "pcm")]
+    else:
+        raise ValueError(f"write_sphere: coding must be 'ulaw' or 'pcm', got '{coding}'")
+    fields = [("sample_count", data.shape[0]), ("sample_rate", int(rate)),
+              ("channel_count", data.shape[1])] + fields + list((extra or {}).items())
+    lines = []
+    for key, value in fields:
+        if isinstance(value, int):
+            lines.append(f"{key} -i {value}")
+        else:
+            lines.append(f"{key} -s{len(value)} {value}")
+    text = "\n".join(lines + ["end_head"]) + "\n"
+    size = 1024
+    while len(text) + 16 > size:   # the header is a multiple of 1024 bytes
+        size += 1024
+    head = f"NIST_1A\n{size:7d}\n{text}".encode("latin-1")
+    with atomic_write(path, "wb") as f:
+        f.write(head + b" " * (size - len(head)) + body)
 
 
 # ----------------------------------------------------------------------------------------------
