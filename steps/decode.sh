@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lattice decoding with a GMM model (Kaldi's steps/decode.sh), then scoring.
 # The model is <decode-dir>/../<iter>.mdl (default final.mdl); features are made as in training,
-# from <decode-dir>/../cmvn_opts and delta_opts.  Writes <decode-dir>/{lat.JOB.gz,num_jobs,log/decode.JOB.log}
+# from <decode-dir>/../cmvn_opts and delta_opts.  Writes <decode-dir>/{lat.JOB.gz,num_jobs,rtf,log/decode.JOB.log}
+# (rtf: the real-time factor line it prints)
 # and, unless --skip-scoring true or <data-dir> has no text (unlabelled data), the scoring outputs (wer_LMWT_WIP, scoring_kaldi/...).
 
 # Begin configuration section.
@@ -71,6 +72,7 @@ decode_setup  # checks --nj, makes the decode dir, sets sdata
 
 if [ "$stage" -le 0 ]; then
   echo "$0: decoding $data with $model ($nj jobs)"
+  decode_start_clock
   # shellcheck disable=SC2086
   decode_run_jobs \
     pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
@@ -78,11 +80,7 @@ if [ "$stage" -le 0 ]; then
       --num-threads $num_threads $decode_extra_opts \
       --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
       "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$(decode_lat_wspec)"
-  # Real-time factor summed over jobs (each job logs Kaldi's "Time taken ...s" and its frames).
-  awk -v prog="$0" '/: Time taken/ {t += $5 + 0} /CPU time taken/ {c += $6 + 0}
-    /Overall log-likelihood per frame/ {f += $(NF-1)}
-    END {if (f > 0) printf "%s: decoded %.1f s of audio: %.1f s wall, %.1f s CPU (summed over jobs): RTF %.4f (CPU RTF %.4f)\n", prog, f/100, t, c, t/(f/100), c/(f/100)}' \
-    $(seq -f "$dir/log/decode.%g.log" "$nj")  # not stale logs of an earlier run with more jobs
+  decode_report_rtf  # real-time factor line, <decode-dir>/rtf
 fi
 
 decode_score

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -285,7 +286,13 @@ def test_decode_sh_and_scoring_end_to_end(tmp_path):
                         str(graph), str(data), str(dec)], cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr + r.stdout
-    assert "RTF" in r.stdout
+    # the real-time factor: the frames decoded (60 + 65 + ...: 100 a second) over the wall-clock time
+    rtf = [ln for ln in r.stdout.splitlines() if "real-time factor" in ln]
+    frames = sum(m.shape[0] for _, m in kaldiio.load_scp_sequential(f"{data}/feats.scp"))
+    assert len(rtf) == 1 and re.fullmatch(
+        rf"{re.escape(ROOT)}/steps/decode\.sh: real-time factor [0-9.]+ \({frames / 100:.1f} s of audio decoded in "
+        r"[0-9.]+ s, 2 jobs\)", rtf[0]), r.stdout
+    assert (dec / "rtf").read_text().splitlines()[0] == rtf[0]
     assert (dec / "num_jobs").read_text().strip() == "2"
     for j in (1, 2):
         assert (dec / f"lat.{j}.gz").exists() and (dec / "log" / f"decode.{j}.log").exists()

@@ -63,7 +63,7 @@ decode_run_jobs() {
   # (and the previous scoring's results, its hypotheses scoring_kaldi/penalty_<WIP>/<LMWT>.txt
   # among them: a killed decode must not leave them to be reported, nor a later CER --stage 2
   # score the old lattices' hypotheses as the new ones')
-  rm -rf "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir"/cer_* \
+  rm -rf "$dir"/lat.*.gz "$dir"/lat.*.gz.tmp "$dir"/wer_* "$dir"/cer_* "$dir"/rtf \
     "$dir"/scoring_kaldi/{best_wer,best_cer,wer_details,cer_details} "$dir"/scoring_kaldi/grid.* \
     "$dir"/scoring_kaldi/penalty_*/*.txt "$dir"/scoring_kaldi/penalty_*/*.tmp "$dir"/scoring_kaldi/lmwt_grid
   # shellcheck disable=SC2086
@@ -77,6 +77,42 @@ decode_run_jobs() {
     [ -e "$dir/lat.$n.gz.tmp" ] || continue  # a job that wrote nothing
     mv -f "$dir/lat.$n.gz.tmp" "$dir/lat.$n.gz" || { echo "$0: cannot rename $dir/lat.$n.gz.tmp" >&2; exit 1; }
   done
+}
+
+# decode_start_clock: note the wall-clock time the decoding starts (for decode_report_rtf).
+decode_start_clock() {
+  decode_t0=$(date +%s.%N)
+}
+
+# decode_report_rtf: after decode_run_jobs, one line
+#   <script>: real-time factor X (Y s of audio decoded in Z s, N jobs)
+# also written to <decode-dir>/rtf (with the decoders' CPU real-time factor on a second line).  Z is the wall-clock time since decode_start_clock (all jobs,
+# feature and network passes included); Y the frames the decoders logged ("over N frames") times
+# the frame shift (<data>/frame_shift, else 0.01 s), or, without such log lines, the duration in
+# <data>/utt2dur or <data>/segments.  Nothing when the duration is unknown.
+decode_report_rtf() {
+  local t1 shift=0.01 audio line
+  t1=$(date +%s.%N)
+  [ -s "$data/frame_shift" ] && shift=$(cat "$data/frame_shift")
+  audio=$(awk -v s="$shift" '/Overall log-likelihood per frame is .* over [0-9]+ frames/ {f += $(NF-1)}
+    END {if (f > 0) printf "%.2f", f * s}' $(seq -f "$dir/log/decode.%g.log" "$nj") 2>/dev/null)
+  if [ -z "$audio" ] && [ -s "$data/utt2dur" ]; then
+    audio=$(awk '{d += $2} END {if (d > 0) printf "%.2f", d}' "$data/utt2dur")
+  elif [ -z "$audio" ] && [ -s "$data/segments" ]; then
+    audio=$(awk '{d += $4 - $3} END {if (d > 0) printf "%.2f", d}' "$data/segments")
+  fi
+  [ -n "$audio" ] || return 0
+  line=$(awk -v p="$0" -v a="$audio" -v t0="$decode_t0" -v t1="$t1" -v nj="$nj" 'BEGIN {
+    t = t1 - t0; printf "%s: real-time factor %.4f (%.1f s of audio decoded in %.1f s, %d job%s)", p, t / a, a, t, nj, nj == 1 ? "" : "s" }')
+  echo "$line"
+  {
+    echo "$line"
+    # (the CPU time the decoders logged, summed over jobs: steadier than wall-clock time on a
+    # loaded machine)
+    awk -v a="$audio" '/CPU time taken [0-9.]+s/ {c += $6 + 0; n++}
+      END {if (n) printf "CPU real-time factor %.4f (%.1f s of CPU time in the decoders, summed over jobs)\n", c / a, c}' \
+      $(seq -f "$dir/log/decode.%g.log" "$nj") 2>/dev/null
+  } > "$dir/rtf.tmp" && mv "$dir/rtf.tmp" "$dir/rtf"
 }
 
 # decode_score: unless --skip-scoring true, score the lattices with the recipe's local/score.sh

@@ -3,7 +3,8 @@
 # pseudo-log-likelihoods (log posterior - log prior) which pynnet-decode-faster-mapped decodes over
 # HCLG into lattices; then scoring. The DNN is <decode-dir>/../final.nnet and the transition model
 # <decode-dir>/../final.mdl (steps/nnet/train.sh copies it from the alignment dir).
-# Writes <decode-dir>/{lat.JOB.gz,num_jobs,log/decode.JOB.log} and the scoring outputs
+# Writes <decode-dir>/{lat.JOB.gz,num_jobs,rtf,log/decode.JOB.log} (rtf: the real-time factor line
+# it prints) and the scoring outputs
 # (none when <data-dir> has no text: unlabelled data is decoded, not scored).
 
 # Begin configuration section.
@@ -86,6 +87,7 @@ nnet_cmvn_args "$nnet" "$data" "$sdata/JOB"   # per-speaker CMVN if the DNN was 
 
 if [ "$stage" -le 0 ]; then
   echo "$0: decoding $data with $nnet ($nj jobs)"
+  decode_start_clock
   # shellcheck disable=SC2086
   decode_run_jobs \
     pynnet-nnet-forward --prior-subtract $prior_opts $nnet_forward_opts $device_opts $cmvn_args \
@@ -94,6 +96,7 @@ if [ "$stage" -le 0 ]; then
       --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true --num-threads $num_threads \
       --word-symbol-table "$graphdir/words.txt" "$model" "$graphdir/HCLG.fst" ark:- \
       "$(decode_lat_wspec)"
+  decode_report_rtf  # real-time factor line, <decode-dir>/rtf
 fi
 
 decode_score
