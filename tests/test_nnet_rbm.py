@@ -368,3 +368,43 @@ def test_dir_from_before_the_record_still_resumes(corpus, pretrained, tmp_path, 
     assert err.strip().count("\n") == 0, err
     assert f"{other / '1.rbm'}: has shape [8, 18], these options need [16, 18]" in err
     assert not (other / RECORD_NAME).exists()
+
+
+def test_pretrain_clock_scales_the_first_epoch_by_the_layers_cost():
+    """The estimate of the whole pretraining: the seconds per unit of CD-1 + propagation cost so far,
+    times the cost left (an epoch of layer l: frames x (5 vis hid + the layers below's vis hid))."""
+    from pynnet.nnet.rbm import PretrainClock
+    clock = PretrainClock([(10, 20, 2), (20, 20, 1)], frames=100)
+    assert clock.costs == [100 * 5 * 200, 100 * (5 * 400 + 200)]
+    clock.epoch_done(0, 2.0)
+    assert clock.left() == pytest.approx(2.0 / 100000 * (2 * 100000 + 220000 - 100000))
+    clock.epoch_done(0, 2.0)
+    clock.epoch_done(1, 5.0)
+    assert clock.left() == 0.0 and clock.seconds == 9.0
+
+
+def test_one_bar_per_rbm_over_its_epochs(monkeypatch):
+    """cd1_epochs draws one bar for all of an RBM's epochs (frames x epochs, with an ETA), and
+    calls on_epoch after each epoch; the training is the same with or without it."""
+    import io
+
+    import pynnet.nnet.rbm as rbm_mod
+    stream = io.StringIO()
+    monkeypatch.setattr(rbm_mod, "progress_kwargs", lambda enabled=True: {"file": stream, "disable": False})
+    g = torch.Generator().manual_seed(0)
+    data = (torch.rand(300, 6, generator=g) < 0.5).float()
+
+    def batches(ep):
+        for i in range(0, len(data), 100):
+            yield data[i:i + 100]
+
+    seen = []
+    rbm = Rbm(6, 4, gaussian=False, std=0.1, gen=torch.Generator().manual_seed(1))
+    errs = cd1_epochs(rbm, batches, len(data), 3, 0.4, RbmConfig(), torch.Generator().manual_seed(2), "RBM x",
+                      on_epoch=lambda ep, s: seen.append((ep, s >= 0)))
+    assert seen == [(0, True), (1, True), (2, True)]
+    bar = stream.getvalue()
+    assert "RBM x: 100%" in bar and "900/900" in bar and "epoch 3/3" in bar and "<" in bar
+    ref = Rbm(6, 4, gaussian=False, std=0.1, gen=torch.Generator().manual_seed(1))
+    assert cd1_epochs(ref, batches, len(data), 3, 0.4, RbmConfig(), torch.Generator().manual_seed(2), "RBM x") == errs
+    assert torch.equal(ref.W, rbm.W)

@@ -119,9 +119,47 @@ def _std(x: torch.Tensor) -> torch.Tensor:
     return ((x * x).mean() - mean * mean).clamp_min(0.0).sqrt()
 
 
+class PretrainClock:
+    """The time the whole pretraining should take, from the first epoch's: a layer's epoch costs
+    about 5 GEMMs of vis x hid per frame (CD-1) plus one of each layer below (the propagation), so
+    the seconds per unit of that cost measured so far times the units left is the time left."""
+
+    def __init__(self, layers: list[tuple[int, int, int]], frames: int):
+        """``layers``: (vis, hid, epochs) of each layer, below to top; ``frames`` per epoch."""
+        self.costs: list[float] = []   # cost of one epoch of each layer
+        below = 0.0
+        for vis, hid, _ in layers:
+            self.costs.append(frames * (5.0 * vis * hid + below))
+            below += vis * hid
+        self.epochs = [e for _, _, e in layers]
+        self.total = sum(c * e for c, e in zip(self.costs, self.epochs))
+        self.done = 0.0
+        self.seconds = 0.0
+
+    def epoch_done(self, layer_index: int, seconds: float) -> None:
+        self.done += self.costs[layer_index]
+        self.seconds += seconds
+
+    def left(self) -> float:
+        """Estimated seconds to the end."""
+        return self.seconds / self.done * (self.total - self.done) if self.done else float("nan")
+
+
+def _duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
 def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: RbmConfig,
-               gen: torch.Generator, desc: str) -> list[float]:
-    """Train with CD-1; ``batches(epoch)`` yields visible minibatches. Returns MSE per epoch."""
+               gen: torch.Generator, desc: str, on_epoch=None) -> list[float]:
+    """Train with CD-1; ``batches(epoch)`` yields visible minibatches. Returns MSE per epoch.
+    One progress bar for all the epochs (frames, with an ETA); ``on_epoch(epoch, seconds)`` is
+    called after each epoch, its message printed after the epoch's."""
+    import time
+
     from tqdm import tqdm
 
     dW, dh, dv = torch.zeros_like(rbm.W), torch.zeros_like(rbm.hbias), torch.zeros_like(rbm.vbias)
@@ -134,11 +172,12 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
         if not torch.isfinite(sq):
             fail(f"{desc}: reconstruction error is not finite (learning rate {lr} too high?)")
 
+    bar = tqdm(total=num_frames * epochs, desc=desc, unit="fr", unit_scale=True, **progress_kwargs())
     for ep in range(epochs):
+        t0 = time.time()
         sq, n = torch.zeros((), dtype=torch.float64, device=rbm.W.device), 0
         rescaled = 0
-        bar = tqdm(total=num_frames, desc=f"{desc} epoch {ep + 1}/{epochs}", unit="fr", unit_scale=True,
-                   **progress_kwargs())
+        bar.set_postfix_str(f"epoch {ep + 1}/{epochs}", refresh=False)
         for v in batches(ep):
             N = v.shape[0]
             mom, step = sched.momentum, sched.step
@@ -186,11 +225,15 @@ def cd1_epochs(rbm: Rbm, batches, num_frames: int, epochs: int, lr: float, cfg: 
             if steps % 256 == 0:
                 check_finite()
         check_finite()
-        bar.close()
         errs.append(float(sq) / max(n, 1))
         more = f" ({rescaled} minibatches rescaled against weight explosion)" if rescaled else ""
+        # (the bar is cleared first, so that the message is not drawn over it)
+        bar.clear()
         log(f"{desc} epoch {ep + 1}: reconstruction MSE per frame {errs[-1]:.4f}, step {sched.step:.3g}, "
             f"momentum {sched.momentum}{more}")
+        if on_epoch is not None:
+            on_epoch(ep, time.time() - t0)
+    bar.close()
     return errs
 
 
@@ -359,7 +402,27 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
     if legacy:   # its files fit these options' shapes: trust that it was made with them
         log(f"{out_dir} has no {RECORD_NAME}: assuming its layers were trained with these options")
         _write_record(record_path, record)
-    for layer in range(len(rbms) + 1, nn_depth + 1):
+    first = len(rbms) + 1
+    dims = [(transform.output_dim if layer == 1 else hid_dim, hid_dim, cfg.epochs * (2 if layer == 1 else 1))
+            for layer in range(first, nn_depth + 1)]
+    clock = PretrainClock(dims, num_frames)
+
+    def on_epoch(layer: int, epochs: int):
+        def report(ep: int, seconds: float) -> None:
+            clock.epoch_done(layer - first, seconds)
+            left = clock.left()
+            if layer == first and ep == 0 and (epochs > 1 or layer < nn_depth):
+                # the first figure, the one a user waits for
+                log(f"RBM {layer}/{nn_depth} epoch 1 took {_duration(seconds)}: the pretraining of "
+                    f"{len(dims)} RBMs should take about {_duration(seconds + left)} "
+                    f"(about {_duration(left)} more)")
+            elif ep == epochs - 1 and layer < nn_depth:
+                rest = f"RBM {nn_depth}" if layer + 1 == nn_depth else f"RBMs {layer + 1}-{nn_depth}"
+                log(f"RBM {layer}/{nn_depth} done after {_duration(clock.seconds)} of pretraining: "
+                    f"about {_duration(left)} more for {rest}")
+        return report
+
+    for layer in range(first, nn_depth + 1):
         path = os.path.join(out_dir, f"{layer}.rbm")
         gen = torch.Generator().manual_seed(cfg.seed + layer)
         gaussian = layer == 1
@@ -375,7 +438,7 @@ def pretrain_dbn(data_dir: str, out_dir: str, nn_depth: int, hid_dim: int, cfg: 
         with torch.no_grad():
             errs = cd1_epochs(rbm, batches_for(layer), num_frames, epochs, lr, cfg, gen,
                               f"RBM {layer}/{nn_depth} ({'Gaussian' if gaussian else 'Bernoulli'}-Bernoulli "
-                              f"{vis}x{hid_dim})")
+                              f"{vis}x{hid_dim})", on_epoch=on_epoch(layer, epochs))
         save_atomic(rbm.to_dict(), path)
         report[str(layer)] = {"type": "gb" if gaussian else "bb", "lr": lr, "epochs": epochs,
                               "reconstruction_mse": errs}

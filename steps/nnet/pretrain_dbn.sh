@@ -86,11 +86,13 @@ opts=(--nn-depth "$nn_depth" --hid-dim "$hid_dim" --rbm-iter "$rbm_iter" --rbm-l
       --splice "$splice" --apply-cmvn "$apply_cmvn" --delta-order "$delta_order" --seed "$seed"
       --device "$device")
 echo "$0: pretraining $nn_depth RBMs of $hid_dim units on $data (log: $dir/log/pretrain.log)"
+# progress bars on the terminal (not through tee or into $cmd's log: they would fill the log);
+# the time estimates are messages, in the log too
+[ -t 2 ] && export PYNNET_PROGRESS_TTY=1
 if [ -n "$cmd" ]; then
   $cmd "$dir/log/pretrain.log" pynnet-rbm-train "${opts[@]}" "$data" "$dir" || {
     echo "$0: pretraining failed: $(grep -m1 '^ERROR' "$dir/log/pretrain.log") (see $dir/log/pretrain.log)" >&2; exit 1; }
 else
-  [ -t 2 ] && export PYNNET_PROGRESS_TTY=1   # progress bars on the terminal, not in the log
   pynnet-rbm-train "${opts[@]}" "$data" "$dir" 2> >(tee -a "$dir/log/pretrain.log" >&2) || {
     echo "$0: pretraining failed (see $dir/log/pretrain.log)" >&2; exit 1; }
 fi
@@ -98,4 +100,5 @@ fi
 for f in "$dir"/[0-9]*.dbn; do [ -L "$f" ] && rm -f "$f"; done   # (a shallower run's name)
 ln -sfn final.dbn "$dir/$nn_depth.dbn"   # (the name Kaldi's recipes give the DBN)
 echo "$0: done: $dir/final.dbn ($dir/$nn_depth.dbn), $dir/final.feature_transform"
+echo "$0: reconstruction errors per RBM and epoch: $dir/log/rbm.json"
 exit 0
