@@ -187,6 +187,11 @@ else
   wait $! 2>/dev/null || true   # tee may still be writing the log's last lines (read below)
 fi
 [ -f "$dir/final.nnet" ] || { echo "$0: no $dir/final.nnet was written" >&2; exit 1; }
-grep -h "^epoch\|^finished\|final.nnet" "$dir/log/train.log" | tail -n 3
+# The last epoch's lines: only when $cmd sent them to the log alone (without --cmd the user has
+# just seen them, through tee)
+[ -n "$cmd" ] && grep -h "^epoch\|^finished\|final.nnet" "$dir/log/train.log" | tail -n 3
 echo "$0: done: $dir/final.nnet"
+msg="$0: per-epoch losses and frame accuracies: $dir/log/train.json"
+[ -f "$dir/train_curve.png" ] && msg="$msg, plotted in $dir/train_curve.png"
+echo "$msg"
 exit 0
