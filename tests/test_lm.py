@@ -348,3 +348,58 @@ def test_lines_end_at_newline_only(tmp_path, gz):
         crlf = f.read().replace("\n", "\r\n")
     from_crlf = BackoffLM.read_arpa(write("crlf.arpa", crlf))
     assert from_crlf.probs == back.probs and from_crlf.bows == back.bows
+
+
+def test_high_oov_rate_is_a_warning_naming_the_cause(tmp_path, capsys):
+    """A text that still holds its utterance ids (one OOV token per line, half of all tokens here)
+    trains, with one WARNING line: the file, the rate, the most frequent OOV words and the hint."""
+    words = tmp_path / "words.txt"
+    words.write_text("<eps> 0\n<unk> 1\na 2\nb 3\nc 4\n#0 5\n<s> 6\n</s> 7\n")
+    text = tmp_path / "text"
+    text.write_text("".join(f"sw0{i:04d}-A {'a b' if i % 2 else 'c'}\n" for i in range(40)))
+    out = tmp_path / "lm.arpa"
+    assert train_lm_main(["--order", "2", "--vocab", str(words), str(text), str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warn = [ln for ln in err if "vocabulary" in ln]
+    assert warn == [f"pynnet-train-lm: WARNING: 40 of the 100 tokens of {text} (40.0%) are not in the vocabulary "
+                    "and were mapped to <unk>; the most frequent: sw00000-A (1), sw00001-A (1), sw00002-A (1), "
+                    "sw00003-A (1), sw00004-A (1). The first word of 40 of the 40 lines is out of the "
+                    "vocabulary, a different one on almost every line: does the text still hold utterance ids? "
+                    "(strip them, or use --text-has-uttid true)"]
+    assert out.exists()
+    # with --text-has-uttid true: no OOV at all, no warning
+    assert train_lm_main(["--order", "2", "--vocab", str(words), "--text-has-uttid", "true", str(text), str(out)]) == 0
+    assert "vocabulary" not in capsys.readouterr().err
+
+    # many OOV tokens of one word, not at the start of the lines: the rate and the word, no hint
+    text2 = tmp_path / "text2"
+    text2.write_text("a zz b\nc a zz\nzz\na b c a b c\n" * 3)
+    assert train_lm_main(["--order", "2", "--vocab", str(words), str(text2), str(out)]) == 0
+    warn = [ln for ln in capsys.readouterr().err.splitlines() if "vocabulary" in ln]
+    assert warn == [f"pynnet-train-lm: WARNING: 9 of the 39 tokens of {text2} (23.1%) are not in the vocabulary "
+                    "and were mapped to <unk>; the most frequent: zz (9)"]
+    # at most 5%: quiet
+    text3 = tmp_path / "text3"
+    text3.write_text("a b c a b c a b c a b c a b c a b c a zz\n")
+    assert train_lm_main(["--order", "2", "--vocab", str(words), str(text3), str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "vocabulary" not in err and "1 OOV tokens mapped to <unk>" in err
+
+
+def test_train_lm_script_warns_of_utterance_ids(tmp_path):
+    """steps/train_lm.sh on a Kaldi text without --text-has-uttid: the warning reaches the user
+    (and the log)."""
+    lang = tmp_path / "lang"
+    lang.mkdir()
+    (lang / "words.txt").write_text("<eps> 0\n<UNK> 1\na 2\nb 3\nc 4\n#0 5\n<s> 6\n</s> 7\n")
+    (lang / "oov.txt").write_text("<UNK>\n")
+    text = tmp_path / "text"
+    text.write_text("".join(f"u{i} {' '.join(s)}\n" for i, s in enumerate(random_corpus(4, 50))))
+    out = tmp_path / "lm" / "lm.arpa.gz"
+    r = subprocess.run([os.path.join(ROOT, "steps", "train_lm.sh"), "--order", "2", str(lang / "words.txt"),
+                        str(text), str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    warn = [ln for ln in r.stderr.splitlines() if "vocabulary" in ln]
+    assert len(warn) == 1 and f"of {text} (" in warn[0] and "mapped to <UNK>" in warn[0]
+    assert "does the text still hold utterance ids?" in warn[0]
+    assert warn[0] in (tmp_path / "lm" / "log" / "train_lm.lm.log").read_text()

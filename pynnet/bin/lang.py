@@ -62,7 +62,7 @@ def train_lm_main(argv: list[str] | None = None) -> int:
     p.add_argument("out_arpa")
     a = p.parse_args(argv)
     vocab = read_vocab(a.vocab) if a.vocab else None
-    lm = train_lm(read_sentences(a.text, a.text_has_uttid), a.order, vocab, a.discount, a.unk)
+    lm = train_lm(read_sentences(a.text, a.text_has_uttid), a.order, vocab, a.discount, a.unk, text_name=a.text)
     if a.prune > 0:
         lm = prune_lm(lm, a.prune)
     lm.write_arpa(a.out_arpa)

@@ -22,7 +22,7 @@ import math
 import os
 import sys
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
@@ -329,10 +329,42 @@ def unigram_grammar_text(sentences: Iterable[Sequence[str]]) -> str:
     return "".join(lines) + f"0\t{-math.log(sentences_seen / total):.15g}\n"
 
 
+# A training text with more OOV tokens than this is warned about (a text that still holds its
+# utterance ids has one per line: often half of all tokens).
+OOV_WARN_RATE = 0.05
+
+
+@dataclass
+class OovStats:
+    """What count_ngrams saw of the words outside the vocabulary."""
+    tokens: int = 0                   # all tokens (without <s>, </s>)
+    lines: int = 0                    # non-empty lines
+    words: Counter = field(default_factory=Counter)   # OOV word -> count
+    first: Counter = field(default_factory=Counter)   # OOV first word of a line -> count
+
+    def warning(self, name: str, unk: str, rate: float = OOV_WARN_RATE) -> str | None:
+        """The warning for a high OOV rate, naming the file, the rate and the most frequent OOV
+        words, with a hint when most lines start with an OOV word of their own (an utterance id);
+        None when the rate is at most ``rate``."""
+        noov = sum(self.words.values())
+        if not self.tokens or noov <= rate * self.tokens:
+            return None
+        top = ", ".join(f"{w} ({c})" for w, c in self.words.most_common(5))
+        msg = (f"{noov} of the {self.tokens} tokens of {name} ({100 * noov / self.tokens:.1f}%) are not in the "
+               f"vocabulary and were mapped to {unk}; the most frequent: {top}")
+        nfirst = sum(self.first.values())
+        if nfirst > self.lines / 2 and len(self.first) >= 0.9 * nfirst:
+            msg += (f". The first word of {nfirst} of the {self.lines} lines is out of the vocabulary, a "
+                    "different one on almost every line: does the text still hold utterance ids? "
+                    "(strip them, or use --text-has-uttid true)")
+        return msg
+
+
 def count_ngrams(sentences: Iterable[list[str]], order: int, vocab: set[str] | None,
-                 unk: str = UNK) -> tuple[list[dict[Gram, int]], int, int]:
+                 unk: str = UNK, oov_stats: OovStats | None = None) -> tuple[list[dict[Gram, int]], int, int]:
     """Raw counts of every k-gram (k <= order) in <s> w1..wn </s>; words outside ``vocab`` become
-    ``unk``. Returns (counts, number of sentences, number of OOV tokens)."""
+    ``unk`` (and are recorded in ``oov_stats`` if given). Returns (counts, number of sentences,
+    number of OOV tokens)."""
     from tqdm import tqdm
 
     counts: list[dict[Gram, int]] = [dict() for _ in range(order + 1)]
@@ -344,8 +376,15 @@ def count_ngrams(sentences: Iterable[list[str]], order: int, vocab: set[str] | N
             for w in words:
                 if w not in vocab:
                     noov += 1
+                    if oov_stats is not None:
+                        oov_stats.words[w] += 1
+                        if not mapped:
+                            oov_stats.first[w] += 1
                     w = unk
                 mapped.append(w)
+            if oov_stats is not None:
+                oov_stats.tokens += len(words)
+                oov_stats.lines += bool(words)
             words = mapped
         s = [BOS] + words + [EOS]
         for i in range(1, len(s)):
@@ -376,7 +415,7 @@ def _kn_discounts(counts: Iterable[int], order: int, warn: bool = True) -> tuple
 
 
 def train_lm(sentences: Iterable[list[str]], order: int = 3, vocab: list[str] | None = None,
-             discount: str = "kn", unk: str = UNK, verbose: bool = True) -> BackoffLM:
+             discount: str = "kn", unk: str = UNK, verbose: bool = True, text_name: str = "the text") -> BackoffLM:
     """Train an interpolated back-off LM (``discount`` 'kn': modified Kneser-Ney; 'wb': Witten-Bell).
 
     The vocabulary is ``vocab`` (all other words become ``unk``) or, if None, the training words;
@@ -387,12 +426,16 @@ def train_lm(sentences: Iterable[list[str]], order: int = 3, vocab: list[str] | 
     if discount not in ("kn", "wb"):
         raise PynnetError(f"--discount must be kn or wb, got '{discount}'")
     vset = set(vocab) if vocab is not None else None
-    raw, nsent, noov = count_ngrams(sentences, order, vset, unk)
+    oov_stats = OovStats()
+    raw, nsent, noov = count_ngrams(sentences, order, vset, unk, oov_stats)
     if nsent == 0 or not raw[1]:
         raise PynnetError("the training text is empty")
     if verbose:
         print(f"pynnet-train-lm: {nsent} sentences, {sum(raw[1].values()) - nsent} words, "
               f"{noov} OOV tokens mapped to {unk}", file=sys.stderr)
+        warning = oov_stats.warning(text_name, unk)
+        if warning:
+            print(f"pynnet-train-lm: WARNING: {warning}", file=sys.stderr)
 
     # Counts the estimator uses at each order.
     if discount == "kn":
