@@ -485,6 +485,7 @@ class Eval2000Result:
     reco2file_and_channel: list[str]
     stm: list[str]
     glm: bytes
+    text_all: list[str]         # text with the IGNORE_TIME_SEGMENT_* segments (local dir only)
 
 
 def build_eval2000(sdir: str, tdir: str, sph2pipe: str = "sph2pipe") -> Eval2000Result:
@@ -558,7 +559,7 @@ def build_eval2000(sdir: str, tdir: str, sph2pipe: str = "sph2pipe") -> Eval2000
         fail(f"the pem has segments of recordings with no .sph file under {eng}: "
              f"{' '.join(missing[:5])}", pem_path)
     return Eval2000Result(wav, segments, text, utt2spk, spk2utt_lines(utt2spk),
-                          reco2file_and_channel(wav), stm, glm)
+                          reco2file_and_channel(wav), stm, glm, text_all)
 
 
 _ASIDE_CASED = re.compile(r"<[BE]_ASIDE>")
@@ -575,6 +576,7 @@ def eval2000_prep(sdir: str, tdir: str, local_dir: str, data_dir: str,
             _write_lines(os.path.join(d, name), lines)
         with atomic_write(os.path.join(d, "glm"), "wb") as f:
             f.write(res.glm)
+    _write_lines(os.path.join(local_dir, "text.all"), res.text_all)
     return res
 
 
