@@ -101,7 +101,7 @@ if run 0; then
   copy "$test" "$data/test"
   check_dirs="$data/test"; [ -n "$dev" ] && check_dirs="$data/train $data/dev $data/test" || check_dirs="$data/train_all $data/test"
   # shellcheck disable=SC2086
-  pynnet-check-corpus --lexicon "$data/local/dict/lexicon.txt" "${oov_opt[@]}" --json $check_dirs > "$w/corpus.json"
+  pynnet-check-corpus --lexicon "$data/local/dict/lexicon.txt" "${oov_opt[@]}" $check_dirs > "$w/corpus.json"
   if [ -z "$dev" ]; then
     # hold out whole speakers (a dev set of seen speakers flatters every system)
     nspk=$(wc -l < "$data/train_all/spk2utt")
@@ -229,7 +229,7 @@ if run 10; then
   {
     echo "# $(date -u '+%Y-%m-%d %H:%M UTC'): egs/custom on $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["sample_rate"], "Hz")' "$w/corpus.json") audio"
     echo "# train $(wc -l < "$data/train/utt2spk") utterances / $(wc -l < "$data/train/spk2utt") speakers; dev $(wc -l < "$data/dev/utt2spk") / $(wc -l < "$data/dev/spk2utt"); test $(wc -l < "$data/test/utt2spk") / $(wc -l < "$data/test/spk2utt")"
-    echo "# sizes: $(tr '\n' ' ' < "$w/sizes.sh")"
+    echo "# sizes: mono $mono_gauss Gaussians; tri1 $tri1_leaves leaves / $tri1_gauss; tri2 $tri2_leaves / $tri2_gauss; DNN $dnn_depth x $dnn_hid_dim, $rbm_iter RBM epochs"
   } > "$exp/RESULTS.head"
   pynnet-results --test test --dev dev --data "$data/test" --header "$exp/RESULTS.head" \
     --system "mono=$exp/mono" --system "tri1=$exp/tri1:mono" --system "tri2=$exp/tri2:tri1" \

@@ -98,12 +98,14 @@ if run 7; then
     steps/compute_cmvn_stats.sh data/$x exp/make_mfcc/$x mfcc
     utils/fix_data_dir.sh data/$x
     rm -rf data-fbank/$x; utils/copy_data_dir.sh data/$x data-fbank/$x
+    for f in stm glm; do [ -f data/$x/$f ] && cp data/$x/$f data-fbank/$x/; done   # (eval2000's scoring)
     steps/make_fbank.sh --nj "$(nj_of data/$x "$nj")" --cmd "$train_cmd" data-fbank/$x exp/make_fbank/$x fbank
     steps/compute_cmvn_stats.sh data-fbank/$x exp/make_fbank/$x fbank
     utils/fix_data_dir.sh data-fbank/$x
   done
 fi
 
+at_most() { local n; n=$(wc -l < "$2/utt2spk"); [ "$1" -lt "$n" ] && echo "$1" || echo "$n"; }  # <num> <data-dir>
 if run 8; then
   echo "$0: stage 8: subsets"
   for d in data data-fbank; do
@@ -112,9 +114,10 @@ if run 8; then
     n=$(( $(wc -l < $d/train/segments) - dev_utts ))
     [ "$n" -gt 0 ] || { echo "$0: data/train has no more than --dev-utts $dev_utts utterances" >&2; exit 1; }
     utils/subset_data_dir.sh --last $d/train "$n" $d/train_nodev
-    utils/subset_data_dir.sh --shortest $d/train_nodev "$short_utts" $d/train_100kshort
-    utils/subset_data_dir.sh $d/train_100kshort "$mono_utts" $d/train_30kshort
-    utils/subset_data_dir.sh --first $d/train_nodev "$tri_utts" $d/train_100k
+    # (a corpus smaller than s5c's sizes gives whole sets: the sizes are at most what there is)
+    utils/subset_data_dir.sh --shortest $d/train_nodev "$(at_most "$short_utts" $d/train_nodev)" $d/train_100kshort
+    utils/subset_data_dir.sh $d/train_100kshort "$(at_most "$mono_utts" $d/train_100kshort)" $d/train_30kshort
+    utils/subset_data_dir.sh --first $d/train_nodev "$(at_most "$tri_utts" $d/train_nodev)" $d/train_100k
     utils/data/remove_dup_utts.sh 200 $d/train_100k $d/train_100k_nodup
     utils/data/remove_dup_utts.sh 300 $d/train_nodev $d/train_nodup
   done

@@ -13,6 +13,7 @@ egs/swbd/local/score_sclite.sh write the same files):
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from pynnet.io.errors import fail
@@ -56,6 +57,12 @@ def _read_first(path: str) -> str | None:
         return None
 
 
+def _rtf(path: str) -> str | None:
+    """The real-time factor of a decode (first line of <decode-dir>/rtf: '... real-time factor X (...)')."""
+    m = re.search(r"real-time factor ([0-9.]+)", _read_first(path) or "")
+    return m.group(1) if m else None
+
+
 def read_decode_dir(decode_dir: str) -> Scored | None:
     """The figures of a scored decode dir; None when it has not been scored (not decoded yet)."""
     best = _read_first(os.path.join(decode_dir, "scoring_kaldi", "best_wer"))
@@ -67,7 +74,7 @@ def read_decode_dir(decode_dir: str) -> Scored | None:
     details = os.path.join(decode_dir, "scoring_kaldi", "wer_details")
     lmwt = _read_first(os.path.join(details, "lmwt")) or ""
     wip = _read_first(os.path.join(details, "wip")) or ""
-    sc = Scored(decode_dir, best, p[0], lmwt, wip, _read_first(os.path.join(decode_dir, "rtf")))
+    sc = Scored(decode_dir, best, p[0], lmwt, wip, _rtf(os.path.join(decode_dir, "rtf")))
     for name in os.listdir(decode_dir):
         parts = name.split("_")
         if len(parts) == 3 and parts[0] == "wer":
@@ -111,11 +118,12 @@ def results_text(systems: list[System], test: str, dev: str | None, data_dir: st
     lines = [header.rstrip("\n")] if header else []
     warnings: list[str] = []
     chosen: dict[str, float] = {}
-    lines.append(f"# In training order. Per system: {test} at the LM weight and insertion penalty "
-                 f"chosen on {dev} (the figure to quote), {test}'s own best, {dev}'s best."
+    lines.append(f"# In training order. test = {test}, dev = {dev}. Per system: test at the LM weight and "
+                 f"insertion penalty chosen on dev (the figure to quote), test's own best, dev's best; "
+                 f"RTF: the test decode's real-time factor."
                  if dev else f"# In training order: each system's best %WER on {test} over the scoring grid.")
-    table = [f"# {'system':<16} {test + ('@' + dev if dev else ''):>14} {test + ' best':>12}"
-             + (f" {dev + ' best':>12} {'lmwt/wip':>9}" if dev else "") + f" {'RTF':>6}"]
+    table = [f"# {'system':<16} {'test@dev' if dev else 'test':>10} {'test best':>10}"
+             + (f" {'dev best':>10} {'lmwt/wip':>9}" if dev else "") + f" {'RTF':>7}"]
     body: list[str] = []
     for s in systems:
         t = read_decode_dir(os.path.join(s.exp_dir, f"decode_{test}"))
@@ -137,10 +145,10 @@ def results_text(systems: list[System], test: str, dev: str | None, data_dir: st
         else:
             body.append(f"{t.best_line}   # {s.name}")
         chosen[s.name] = quote_wer
-        row = f"# {s.name:<16} {quote_wer:>14.2f} {t.best_wer:>12.2f}"
+        row = f"# {s.name:<16} {quote_wer:>10.2f} {t.best_wer:>10.2f}"
         if dev:
-            row += (f" {d.best_wer:>12.2f} {d.lmwt + '/' + d.wip:>9}" if d else f" {'-':>12} {'-':>9}")
-        table.append(row + f" {t.rtf or '-':>6}")
+            row += (f" {d.best_wer:>10.2f} {d.lmwt + '/' + d.wip:>9}" if d else f" {'-':>10} {'-':>9}")
+        table.append(row + f" {t.rtf or '-':>7}")
         if data_dir:
             spk = per_speaker(t.decode_dir, os.path.join(data_dir, "utt2spk"), *point)
             if spk:
