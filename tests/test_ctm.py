@@ -14,7 +14,8 @@ import pytest
 import kaldi_hmm_gmm as khg  # noqa: I001  (must be imported before kaldifst)
 import kaldifst
 
-from pynnet.decode.ctm import align_lattice_words, align_words, best_path_arcs, read_word_boundary
+from pynnet.bin.ctm import lattice_to_ctm_main
+from pynnet.decode.ctm import align_lattice_words, align_words, best_path_arcs, grid_path_arcs, read_word_boundary
 from pynnet.decode.lattice import best_paths, from_fst_text, path_cost, read_lattice_ark
 from pynnet.hmm.ali_io import TransitionTables
 from pynnet.io.errors import PynnetError
@@ -240,6 +241,44 @@ def test_get_ctm_fast(decoded, tmp_path):
     assert r.returncode == 1 and r.stderr.startswith("Usage:")
 
 
+def test_lattice_to_ctm_grid_is_the_per_point_passes(decoded, tmp_path):
+    """--grid-word-ins-penalty: one pass for the LMWT x WIP grid gives, byte for byte, the ctm of
+    each point's own pass (lattice-1best's --lm-scale LMWT --word-ins-penalty LMWT*WIP, or all
+    weights at once for WIP 0), and the points do not all have the same path."""
+    _, graph, data, dec = _copy(decoded, tmp_path)
+    common = ["--word-symbol-table", str(graph / "words.txt"), str(graph / "phones" / "word_boundary.int"),
+              str(dec.parent / "final.mdl"), str(dec / "lat.1.gz"), str(dec / "lat.2.gz")]
+    lmwts, wips = range(5, 18), ["0.0", "0.5", "1.0"]
+    assert lattice_to_ctm_main(["--min-lmwt", "5", "--max-lmwt", "17", "--grid-word-ins-penalty",
+                                ",".join(wips)] + common + [str(tmp_path / "grid" / "LMWT_WIP.ctm")]) == 0
+    assert lattice_to_ctm_main(["--min-lmwt", "5", "--max-lmwt", "17"] + common
+                               + [str(tmp_path / "one" / "LMWT_0.0.ctm")]) == 0
+    for lmwt in lmwts:
+        for wip in wips[1:]:
+            assert lattice_to_ctm_main(["--lm-scale", str(lmwt), "--word-ins-penalty", f"{lmwt * float(wip):g}"]
+                                       + common + [str(tmp_path / "one" / f"{lmwt}_{wip}.ctm")]) == 0
+    texts = set()
+    for lmwt in lmwts:
+        for wip in wips:
+            grid = (tmp_path / "grid" / f"{lmwt}_{wip}.ctm").read_bytes()
+            assert grid == (tmp_path / "one" / f"{lmwt}_{wip}.ctm").read_bytes(), (lmwt, wip)
+            texts.add(grid)
+    assert len(texts) > 2 and all(texts)
+    assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == sorted(
+        f"{lmwt}_{wip}.ctm" for lmwt in lmwts for wip in wips)
+    # bad usage: one line, nothing written
+    for opts, out, msg in [(["--grid-word-ins-penalty", "0.5"], "LMWT_WIP.ctm", "--max-lmwt"),
+                           (["--min-lmwt", "5", "--max-lmwt", "6", "--grid-word-ins-penalty", "0.5"],
+                            "LMWT.ctm", "LMWT and WIP"),
+                           (["--min-lmwt", "5", "--max-lmwt", "6", "--grid-word-ins-penalty", "0.5,x"],
+                            "LMWT_WIP.ctm", "'x'"),
+                           (["--min-lmwt", "5", "--max-lmwt", "6", "--grid-word-ins-penalty", "0.5",
+                             "--word-ins-penalty", "1"], "LMWT_WIP.ctm", "--word-ins-penalty")]:
+        r = _sh("pynnet-lattice-to-ctm", *opts, *common, tmp_path / "bad" / out)
+        _one_error_line(r, msg)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_get_ctm_bad_input(decoded, tmp_path):
     """One line and exit 1, no ctm: wrong usage, --decode-mbr true, a missing lattice, a missing
     word-boundary file, a lattice with transition-ids the model does not have."""
@@ -395,3 +434,29 @@ def test_best_path_matches_scoring_and_lattice_1best_penalty():
     # no complete path: None; the empty path of a lattice whose start is final: no arcs
     assert best_path_arcs(from_fst_text("0\t1\t3\t1\t1,1\n"), [10.0]) == [None]
     assert best_path_arcs(from_fst_text("0\t1\t3\t1\t1,1\n0\t0,0\n"), [10.0])[0].size == 0
+
+
+def test_grid_path_arcs_is_lattice_1best_per_point():
+    """grid_path_arcs at (L, W) is best_path_arcs at LM scale L with lattice-1best's penalty L*W
+    (the same arcs), scale-major, for any penalty list (repeats too); a negative grid penalty is
+    added (as lattice-add-penalty), best_paths' WIP."""
+    rng = np.random.default_rng(5)
+    lmwts, wips = [1.0, 7.0, 12.0], [0.0, 0.5, 1.0, 0.5]
+    for trial in range(30):
+        S = 9
+        lines = []
+        for s in range(S - 1):
+            for d in rng.choice(np.arange(s + 1, S), size=min(3, S - 1 - s), replace=False):
+                lines.append(f"{s}\t{d}\t{int(rng.integers(1, 20))}\t{int(rng.integers(0, 3))}\t"
+                             f"{rng.uniform(0, 5):.3f},{rng.uniform(0, 50):.3f}")
+        lat = from_fst_text("\n".join(lines + [f"{S - 1}\t0,0"]) + "\n")
+        grid = grid_path_arcs(lat, lmwts, wips)
+        assert len(grid) == len(lmwts) * len(wips)
+        for i, lmwt in enumerate(lmwts):
+            for j, wip in enumerate(wips):
+                assert np.array_equal(grid[i * len(wips) + j], best_path_arcs(lat, [lmwt], word_ins_penalty=lmwt * wip)[0])
+        arcs = grid_path_arcs(lat, [7.0], [-2.0])[0]
+        words = [int(w) for w in lat.olabel[arcs] if w]
+        best = best_paths(lat, [7.0], [-2.0])[(7.0, -2.0)]
+        assert words == best or abs(path_cost(lat, 7.0, -2.0, words) - path_cost(lat, 7.0, -2.0, best)) < 1e-9
+    assert grid_path_arcs(from_fst_text("0\t1\t3\t1\t1,1\n"), [10.0], [0.0, 1.0]) == [None, None]

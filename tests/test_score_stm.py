@@ -257,6 +257,54 @@ def test_score_stm_subsets_and_options(tmp_path):
     assert r.returncode == 0 and "Sum/Avg" in r.stdout and r.stderr.startswith("%WER")
 
 
+def test_score_stm_several(tmp_path):
+    """Several <stm> <ctm> <out.sys> triples in one run: each output as the triple's own run
+    writes it (the alignment cache shared across hypotheses and references changes nothing),
+    --filtered-suffix next to each ctm; bad usage and a bad reference: one line, exit 1, nothing
+    written; a bad ctm: its error last, exit 1, no output of that triple."""
+    grep = lambda s, p: "".join(ln + "\n" for ln in s.splitlines() if not ln.startswith(p))  # noqa: E731
+    ref, hyp, glm = _write(tmp_path, STM, CTM)
+    (tmp_path / "swbd.stm").write_text(grep(STM, "en_"))
+    (tmp_path / "swbd.ctm").write_text(grep(CTM, "en_"))
+    (tmp_path / "other.ctm").write_text(CTM.replace(" too", " two").replace(" extra", " three"))
+    (tmp_path / "swbd.other.ctm").write_text(grep(CTM.replace(" too", " two"), "en_"))
+    triples = [(ref, hyp), (tmp_path / "swbd.stm", tmp_path / "swbd.ctm"), (ref, tmp_path / "other.ctm"),
+               (tmp_path / "swbd.stm", tmp_path / "swbd.other.ctm")]
+    args = [x for i, (st, c) in enumerate(triples) for x in (st, c, tmp_path / f"many{i}.sys")]
+    r = _sh(["pynnet-score-stm", "--glm", glm, "--filtered-suffix", ".filt", *args])
+    assert r.returncode == 0, r.stderr
+    assert len(r.stderr.splitlines()) == 4 and r.stderr.splitlines()[1].endswith("many1.sys")
+    wers = set()
+    for i, (st, c) in enumerate(triples):
+        filt = (tmp_path / (c.name + ".filt")).read_text()
+        r = _sh(["pynnet-score-stm", "--glm", glm, "--filtered-ctm", tmp_path / "one.filt", st, c, tmp_path / "one.sys"])
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / f"many{i}.sys").read_text() == (tmp_path / "one.sys").read_text()
+        assert filt == (tmp_path / "one.filt").read_text()
+        wers.add(_wer((tmp_path / "one.sys").read_text()))
+    assert len(wers) == 4 and "%WER 54.55 [ 6 / 11, 3 ins, 1 del, 2 sub ]" in wers
+    # bad usage
+    _one_error_line(_sh(["pynnet-score-stm", ref, hyp, tmp_path / "x.sys", ref]), "triples")
+    _one_error_line(_sh(["pynnet-score-stm", "--filtered-ctm", tmp_path / "f", ref, hyp, tmp_path / "x.sys",
+                         ref, hyp, tmp_path / "y.sys"]), "--filtered-suffix")
+    _one_error_line(_sh(["pynnet-score-stm", ref, hyp, tmp_path / "x.sys", ref, tmp_path / "swbd.ctm",
+                         tmp_path / "x.sys"]), "twice")
+    _one_error_line(_sh(["pynnet-score-stm", ref, hyp, tmp_path / "x.sys", ref, tmp_path / "nope.ctm",
+                         tmp_path / "y.sys"]), "nope.ctm", "no such file")
+    # a bad reference is found before anything is written; a bad ctm line names its file and line
+    (tmp_path / "bad.stm").write_text(STM + "sw_1 A sw_1_A 9.0 1.0 X\n")
+    _one_error_line(_sh(["pynnet-score-stm", ref, hyp, tmp_path / "x.sys", tmp_path / "bad.stm", hyp,
+                         tmp_path / "y.sys"]), "bad.stm:")
+    assert not (tmp_path / "x.sys").exists()
+    (tmp_path / "bad.ctm").write_text(CTM + "sw_1 A 1.0\n")
+    r = _sh(["pynnet-score-stm", ref, hyp, tmp_path / "x.sys", ref, tmp_path / "bad.ctm", tmp_path / "y.sys"])
+    assert r.returncode == 1 and r.stderr.splitlines()[-1].startswith("ERROR (pynnet-score-stm): ")
+    assert f"{tmp_path / 'bad.ctm'}:20: " in r.stderr.splitlines()[-1] and r.stderr.count("ERROR") == 1
+    # (the triples before it are done and written, each whole)
+    assert (tmp_path / "x.sys").exists() and not (tmp_path / "y.sys").exists()
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
 def test_time_assignment_edges():
     """Midpoint inside a segment (both ends inclusive, a shared edge to the earlier segment); a
     word between segments is an insertion of the nearest; inside an IGNORE segment it is dropped;
@@ -404,8 +452,9 @@ def test_score_sclite_end_to_end(decoded, tmp_path):
         f"%WER 20.00 [ 3 / 15, 0 ins, 2 del, 1 sub ] {dec}/wer_5_0.0\n"
     assert (dec / "scoring_kaldi" / "wer_details" / "lmwt").read_text() == "5\n"
     assert (dec / "scoring_kaldi" / "wer_details" / "wip").read_text() == "0.0\n"
-    assert (sc / "log" / "get_ctm.0.0.1.log").exists() and (sc / "log" / "get_ctm.6_0.5.2.log").exists()
-    assert "--lm-scale 6 --word-ins-penalty 3 " in (sc / "log" / "get_ctm.6_0.5.2.log").read_text()
+    # one pass over each job's lattices for the grid, one scoring run for all points and subsets
+    assert sorted(p.name for p in (sc / "log").iterdir()) == ["get_ctm.1.log", "get_ctm.2.log", "score.log"]
+    assert "--min-lmwt 5 --max-lmwt 6 --grid-word-ins-penalty 0.0,0.5 " in (sc / "log" / "get_ctm.2.log").read_text()
     assert not list(sc.glob("ctm.*"))
     assert "%WER 12.50" in r.stdout
 

@@ -217,7 +217,8 @@ def score_grid_main(argv: list[str] | None = None) -> int:
 
 @cli
 def score_stm_main(argv: list[str] | None = None) -> int:
-    """score-stm [--glm f] [--exclude-prefix p]... <stm> <ctm> <out.sys>: hubscr/sclite-style scoring."""
+    """score-stm [--glm f] [--exclude-prefix p]... <stm> <ctm> <out.sys> [<stm> <ctm> <out.sys>]...:
+    hubscr/sclite-style scoring."""
     p = _parser("Score a CTM hypothesis against an STM reference as hubscr.pl -h hub5 -l english "
                 "(csrfilt with the GLM on both sides, sclite -F -D): hypothesis words go to the "
                 "reference segment holding their midpoint (those in no segment are insertions of "
@@ -225,9 +226,12 @@ def score_stm_main(argv: list[str] | None = None) -> int:
                 "segment is aligned with sclite's weights over optional words and alternations, and "
                 "<out.sys> gets sclite's per-speaker summary (the '| Sum/Avg |' row) and a Kaldi "
                 "'%%WER x.xx [ E / N, I ins, D del, S sub ]' line (both read by utils/best_wer.sh). "
-                "Details: pynnet/score/stm.py.",
-                "%(prog)s [--glm data/eval2000/glm] [--exclude-prefix en_]... [--filtered-ctm out.ctm.filt] "
-                "<stm> <ctm> <out.sys|->\n"
+                "More <stm> <ctm> <out.sys> triples: each scored as if alone, in one run (each stm "
+                "and the GLM read once, a segment's alignment with a hypothesis seen before reused), "
+                "as a decode dir's LM-weight x penalty grid is.  Details: pynnet/score/stm.py.",
+                "%(prog)s [--glm data/eval2000/glm] [--exclude-prefix en_]... "
+                "[--filtered-ctm out.ctm.filt | --filtered-suffix .filt] "
+                "<stm> <ctm> <out.sys|-> [<stm> <ctm> <out.sys|->]...\n"
                 "  e.g. %(prog)s --glm data/eval2000/glm data/eval2000/stm score_10_0.0/eval2000.ctm "
                 "score_10_0.0/eval2000.ctm.filt.sys")
     p.add_argument("--glm", default="", help="NIST1 global mapping rules applied to both sides (default none)")
@@ -238,33 +242,49 @@ def score_stm_main(argv: list[str] | None = None) -> int:
                    help="comma-separated reference words (after the GLM) that may be deleted at no cost "
                         "(default %%HESITATION; '' for none)")
     p.add_argument("--filtered-ctm", default="",
-                   help="also write the hypothesis after the GLM here, as csrfilt does (<ctm>.filt)")
+                   help="also write the hypothesis after the GLM here, as csrfilt does (<ctm>.filt; "
+                        "one triple only)")
+    p.add_argument("--filtered-suffix", default="",
+                   help="also write each hypothesis after the GLM to <ctm><suffix> (e.g. .filt)")
     p.add_argument("--title", default="", help="the report's title (default: the CTM's name)")
-    p.add_argument("stm")
-    p.add_argument("ctm")
-    p.add_argument("out")
+    p.add_argument("triples", nargs="+", metavar="<stm> <ctm> <out.sys|->")
     a = p.parse_args(argv)
     from pynnet.io.atomic import atomic_write
     from pynnet.score import stm as S
 
-    for f in [a.stm, a.ctm] + ([a.glm] if a.glm else []):
+    if len(a.triples) % 3:
+        p.error(f"expected <stm> <ctm> <out.sys> triples, got {len(a.triples)} arguments")
+    jobs = [tuple(a.triples[i:i + 3]) for i in range(0, len(a.triples), 3)]
+    if a.filtered_ctm and (len(jobs) > 1 or a.filtered_suffix):
+        fail("--filtered-ctm is for one <stm> <ctm> <out.sys>; use --filtered-suffix for several")
+    outs = [o for _, _, o in jobs if o != "-"]
+    if len(set(outs)) < len(outs):
+        fail("an output file is given twice")
+    for f in [x for job in jobs for x in job[:2]] + ([a.glm] if a.glm else []):
         if not os.path.isfile(f):
             fail("no such file" if not os.path.exists(f) else "not a file", f)
     glm = S.read_glm(a.glm) if a.glm else None
     optional = frozenset(w.strip().upper() for w in a.optional_words.split(",") if w.strip())
-    segs = S.read_stm(a.stm, glm, a.exclude_prefix, optional)
-    if not any(not s.ignore for s in segs):
-        fail("no segments to score" + (" (all excluded?)" if a.exclude_prefix else ""), a.stm)
-    words = S.read_ctm(a.ctm, glm, a.exclude_prefix)
-    stats = S.score(segs, words, a.ctm)
-    report = S.sys_report(stats, a.title or a.ctm)
-    if a.filtered_ctm:
-        with atomic_write(a.filtered_ctm) as f:
-            f.write("".join(x + "\n" for x in S.filtered_ctm_lines(words)))
-    if a.out == "-":
-        sys.stdout.write(report)
-    else:
-        with atomic_write(a.out) as f:
-            f.write(report)
-    print(S.kaldi_wer_line(S.total(stats)), file=sys.stderr)
+    refs: dict[str, list] = {}
+    for stm, _, _ in jobs:   # every reference checked before anything is written
+        if stm not in refs:
+            refs[stm] = S.read_stm(stm, glm, a.exclude_prefix, optional)
+            if not any(not s.ignore for s in refs[stm]):
+                fail("no segments to score" + (" (all excluded?)" if a.exclude_prefix else ""), stm)
+    cache: dict = {}
+    for stm, ctm, out in jobs:
+        words = S.read_ctm(ctm, glm, a.exclude_prefix)
+        stats = S.score(refs[stm], words, ctm, cache)
+        report = S.sys_report(stats, a.title or ctm)
+        filtered = a.filtered_ctm or (ctm + a.filtered_suffix if a.filtered_suffix else "")
+        if filtered:
+            with atomic_write(filtered) as f:
+                f.write("".join(x + "\n" for x in S.filtered_ctm_lines(words)))
+        if out == "-":
+            sys.stdout.write(report)
+        else:
+            with atomic_write(out) as f:
+                f.write(report)
+        wer = S.kaldi_wer_line(S.total(stats))
+        print(wer if len(jobs) == 1 else f"{wer} {out}", file=sys.stderr)
     return 0

@@ -7,6 +7,8 @@ utils/convert_ctm.pl segments reco2file_and_channel`` (steps/get_ctm.sh) gives t
    penalty only when positive, as Kaldi adds it); ``best_path_arcs`` divides that by lm_scale,
    so at acoustic scale 1 and no penalty it is ``best_paths`` at LMWT=lm_scale, WIP 0 (the path
    of score_kaldi.sh's penalty_0.0/LMWT.txt), and any number of LM scales take one pass.
+   ``grid_path_arcs``: score_kaldi.sh's whole LMWT x WIP grid (WIP per word after the division,
+   i.e. lattice-1best's penalty LMWT*WIP) from one lattice, one pass per penalty.
 2. Word alignment of that path (``align_words``), the rules of Kaldi's word-align-lattice.cc on
    a linear lattice: the transition-ids are cut, from the start, into silence (a ``nonword``
    phone), one-phone words (``singleton``) and words (a ``begin`` phone, ``internal`` phones, an
@@ -66,24 +68,40 @@ def read_word_boundary(path: str | os.PathLike) -> np.ndarray:
 def best_path_arcs(lat: Lattice, lm_scales: Sequence[float], acoustic_scale: float = 1.0,
                    word_ins_penalty: float = 0.0) -> list[np.ndarray | None]:
     """For each LM scale, the arcs (indices, in path order) of the best path as lattice-1best
-    with these options picks it; None when the lattice has no complete path.  All scales in one
-    pass: ``best_paths`` on the lattice with every arc labelled by its index, whose "words" are
-    then the whole path (with the same costs and ties as scoring's, the penalty being 0)."""
+    with these options picks it; None when the lattice has no complete path.  lattice-1best adds
+    a (positive) penalty to the LM cost after scaling: at scale s that is the grid point
+    (s, word_ins_penalty/s) of ``grid_path_arcs``, one pass per scale; without one, all scales
+    take one pass."""
+    if word_ins_penalty > 0:
+        return [grid_path_arcs(lat, [s], [word_ins_penalty / s], acoustic_scale)[0] for s in lm_scales]
+    return grid_path_arcs(lat, lm_scales, [0.0], acoustic_scale)
+
+
+def grid_path_arcs(lat: Lattice, lm_scales: Sequence[float], word_ins_penalties: Sequence[float],
+                   acoustic_scale: float = 1.0) -> list[np.ndarray | None]:
+    """The best path's arcs (as ``best_path_arcs``) at every grid point (LM scale s, penalty p)
+    of steps/score_kaldi.sh's grid, i.e. minimising ``graph + acoustic*acoustic_scale/s +
+    p*words`` (lattice-1best at scale s with penalty s*p), scale-major (the penalties of the
+    first scale first).  ``best_paths`` on the lattice with every arc labelled by its index,
+    whose "words" are then the whole path (with the same costs and ties as scoring's): one call
+    per penalty for all scales, the penalty on the word arcs' graph costs (best_paths would put
+    its own on every arc of the indexed lattice)."""
     if acoustic_scale <= 0 or any(s <= 0 for s in lm_scales):
         fail(f"the LM and acoustic scales must be positive (got {list(lm_scales)}, {acoustic_scale})")
     indexed = replace(lat, olabel=np.arange(1, lat.num_arcs + 1, dtype=np.int32))
     lmwts = [float(s) / acoustic_scale for s in lm_scales]
-    if word_ins_penalty > 0:
-        # lattice-1best adds it to the LM cost after scaling: word arcs cost wip/lm_scale more
-        paths = []
-        for s, w in zip(lm_scales, lmwts):
-            pen = replace(indexed, graph=lat.graph + (lat.olabel != 0) * (word_ins_penalty / s))
-            paths.append(best_paths(pen, [w], [0.0])[(w, 0.0)])
-    else:
-        grid = best_paths(indexed, lmwts, [0.0])
-        paths = [grid[(w, 0.0)] for w in lmwts]
+    is_word = lat.olabel != 0
+    by_pen = {}
+    for p in dict.fromkeys(float(x) for x in word_ins_penalties):
+        pl = replace(indexed, graph=lat.graph + is_word * p) if p else indexed
+        by_pen[p] = best_paths(pl, lmwts, [0.0])
     start_is_final = bool(np.any(lat.final_state == lat.start))   # (the one complete empty path)
-    return [np.asarray(p, np.int64) - 1 if p or start_is_final else None for p in paths]
+    out = []
+    for w in lmwts:
+        for p in word_ins_penalties:
+            path = by_pen[float(p)][(w, 0.0)]
+            out.append(np.asarray(path, np.int64) - 1 if path or start_is_final else None)
+    return out
 
 
 @dataclass
@@ -228,13 +246,34 @@ def align_lattice_words(lat: Lattice, tables: TransitionTables, kinds: np.ndarra
     """The word alignment of a lattice's best path at each LM scale (lattice-1best |
     lattice-align-words); None where it has no complete path."""
     _check_tids(tables, lat.ilabel[lat.ilabel != 0])
-    out = []
-    for arcs in best_path_arcs(lat, lm_scales, acoustic_scale, word_ins_penalty):
+    return _align_paths(lat, tables, kinds, best_path_arcs(lat, lm_scales, acoustic_scale, word_ins_penalty),
+                        reorder)
+
+
+def align_lattice_words_grid(lat: Lattice, tables: TransitionTables, kinds: np.ndarray,
+                             lm_scales: Sequence[float], word_ins_penalties: Sequence[float],
+                             acoustic_scale: float = 1.0, reorder: bool = True) -> list[WordAlignment | None]:
+    """The word alignment of the best path at each grid point of ``grid_path_arcs`` (same order)."""
+    _check_tids(tables, lat.ilabel[lat.ilabel != 0])
+    return _align_paths(lat, tables, kinds, grid_path_arcs(lat, lm_scales, word_ins_penalties, acoustic_scale),
+                        reorder)
+
+
+def _align_paths(lat: Lattice, tables: TransitionTables, kinds: np.ndarray,
+                 paths: Sequence[np.ndarray | None], reorder: bool) -> list[WordAlignment | None]:
+    # Grid points mostly share their path: each distinct one is aligned once (the same object
+    # for all of them).
+    done: dict[bytes, WordAlignment] = {}
+    out: list[WordAlignment | None] = []
+    for arcs in paths:
         if arcs is None:
             out.append(None)
             continue
-        il, ol = lat.ilabel[arcs], lat.olabel[arcs]
-        out.append(align_words(tables, kinds, il[il != 0], ol[ol != 0], reorder))
+        key = arcs.tobytes()
+        if key not in done:
+            il, ol = lat.ilabel[arcs], lat.olabel[arcs]
+            done[key] = align_words(tables, kinds, il[il != 0], ol[ol != 0], reorder)
+        out.append(done[key])
     return out
 
 
@@ -290,6 +329,6 @@ def convert_to_recording(line: str, segments: dict[str, tuple[str, float, float]
     return " ".join([fc[0], fc[1], start, dur] + f[4:]), past_end
 
 
-__all__ = ["read_word_boundary", "best_path_arcs", "WordAlignment", "align_words", "align_lattice_words",
+__all__ = ["read_word_boundary", "best_path_arcs", "grid_path_arcs", "align_lattice_words_grid", "WordAlignment", "align_words", "align_lattice_words",
            "ctm_precision", "ctm_lines", "convert_to_recording", "NONWORD", "BEGIN", "END", "SINGLETON",
            "INTERNAL"]

@@ -580,13 +580,23 @@ class SpeakerStats:
         self.counts.ins += c.ins
 
 
-def score(segs: Sequence[Segment], words: Sequence[Word], ctm_path: str = "ctm") -> dict[str, SpeakerStats]:
-    """Per-speaker statistics over the scored segments."""
+def score(segs: Sequence[Segment], words: Sequence[Word], ctm_path: str = "ctm",
+          cache: dict | None = None) -> dict[str, SpeakerStats]:
+    """Per-speaker statistics over the scored segments.  ``cache``: (reference, hypothesis) ->
+    counts, kept by the caller across hypotheses of the same references (a grid of LM weights
+    mostly repeats each segment's hypothesis)."""
     stats: dict[str, SpeakerStats] = {}
     for seg, ws in zip(segs, assign_words(segs, words, ctm_path)):
         if seg.ignore:
             continue
-        c, _ = align(seg.items, [it for w in ws for it in w.items])
+        hyp = [it for w in ws for it in w.items]
+        if cache is None:
+            c, _ = align(seg.items, hyp)
+        else:
+            key = (tuple(seg.items), tuple(hyp))
+            c = cache.get(key)
+            if c is None:
+                c = cache[key] = align(seg.items, hyp)[0]
         stats.setdefault(seg.speaker, SpeakerStats()).add(c)
     return stats
 

@@ -96,27 +96,14 @@ if [ "$stage" -le 0 ]; then
   # Older results of these grid points must not pass for the new lattices'.
   grid | while read -r lmwt wip; do rm -rf "$dir/score_${lmwt}_${wip}" "$dir/wer_${lmwt}_${wip}"; done
   rm -rf "$sdir"/ctm.* "$sdir"/best_wer* "$dir/scoring_kaldi/best_wer" "$dir/scoring_kaldi/wer_details"
-  common=(--frame-shift "$frame_shift" --word-symbol-table "$lang/words.txt" --segments-of "$data"
-          "$word_boundary" "$model" "$dir/lat.JOB.gz")
-  for wip in $wips; do
-    if [ "$(awk -v w="$wip" 'BEGIN{print (w == 0)}')" = 1 ]; then
-      # no penalty: one pass over each job's lattices gives every LM weight
-      jobs_report --what "CTM generation" \
-        $cmd JOB=1:"$nj" "$sdir/log/get_ctm.${wip}.JOB.log" \
-          pynnet-lattice-to-ctm --min-lmwt "$min_lmwt" --max-lmwt "$max_lmwt" "${common[@]}" \
-            "$sdir/ctm.JOB/LMWT_${wip}.ctm" || exit 1
-    else
-      # pynnet-lattice-to-ctm's penalty is lattice-1best's (added after the LM scaling), so the
-      # grid point (LMWT, WIP) is --lm-scale LMWT --word-ins-penalty LMWT*WIP: one pass per weight
-      for lmwt in $(seq "$min_lmwt" "$max_lmwt"); do
-        pen=$(awk -v l="$lmwt" -v w="$wip" 'BEGIN{printf "%.10g", l * w}')
-        jobs_report --what "CTM generation" \
-          $cmd JOB=1:"$nj" "$sdir/log/get_ctm.${lmwt}_${wip}.JOB.log" \
-            pynnet-lattice-to-ctm --lm-scale "$lmwt" --word-ins-penalty "$pen" "${common[@]}" \
-              "$sdir/ctm.JOB/${lmwt}_${wip}.ctm" || exit 1
-      done
-    fi
-  done
+  # One pass over each job's lattices for the whole grid (the penalty per word, as
+  # steps/score_kaldi.sh's: lattice-1best's --word-ins-penalty LMWT*WIP at --lm-scale LMWT).
+  jobs_report --what "CTM generation" \
+    $cmd JOB=1:"$nj" "$sdir/log/get_ctm.JOB.log" \
+      pynnet-lattice-to-ctm --min-lmwt "$min_lmwt" --max-lmwt "$max_lmwt" \
+        --grid-word-ins-penalty "$(echo $wips | tr ' ' ,)" --frame-shift "$frame_shift" \
+        --word-symbol-table "$lang/words.txt" --segments-of "$data" \
+        "$word_boundary" "$model" "$dir/lat.JOB.gz" "$sdir/ctm.JOB/LMWT_WIP.ctm" || exit 1
   grid | while read -r lmwt wip; do
     mkdir -p "$dir/score_${lmwt}_${wip}"
     for n in $(seq "$nj"); do cat "$sdir/ctm.$n/${lmwt}_${wip}.ctm" || exit 1; done \
@@ -157,17 +144,14 @@ if [ "$stage" -le 1 ]; then
   done || exit 1
 fi
 
-# score <suffix> <stm>: pynnet-score-stm of score_*/<name>.ctm<suffix> against <stm>, every grid
-# point, one job per LM weight
-score() {
-  local suffix=$1 stm=$2 wip log
-  for wip in $wips; do
-    log=$sdir/log/score${suffix}.LMWT_${wip}.log
-    jobs_report --what "scoring" \
-      $cmd LMWT="$min_lmwt":"$max_lmwt" "$log" \
-        pynnet-score-stm "${glm_opt[@]}" --filtered-ctm "$dir/score_LMWT_${wip}/$name.ctm$suffix.filt" \
-          "$stm" "$dir/score_LMWT_${wip}/$name.ctm$suffix" "$dir/score_LMWT_${wip}/$name.ctm$suffix.filt.sys" || exit 1
-  done
+# score_args <suffix> <stm>: pynnet-score-stm's triples for score_*/<name>.ctm<suffix> against
+# <stm>, every grid point (appended to the array args)
+score_args() {
+  local suffix=$1 stm=$2 lmwt wip x
+  while read -r lmwt wip; do
+    x=$dir/score_${lmwt}_${wip}/$name.ctm$suffix
+    args+=("$stm" "$x" "$x.filt.sys")
+  done < <(grid)
 }
 
 has_segments() { grep -v '^;;' "$1" | grep -q '[^[:space:]]'; }
@@ -183,14 +167,19 @@ if [ "$stage" -le 2 ]; then
     grep -v '^en_' "$x" > "$x.swbd"
     grep -v '^sw_' "$x" > "$x.callhm"
   done || exit 1
-  score "" "$sdir/stm"
+  args=()
+  score_args "" "$sdir/stm"
   for subset in swbd callhm; do
     if has_segments "$sdir/stm.$subset"; then
-      score ".$subset" "$sdir/stm.$subset"
+      score_args ".$subset" "$sdir/stm.$subset"
     else
       echo "$0: no $subset segments in $data/stm: that subset is not scored"
     fi
   done
+  # one process for all of them: the stms and the GLM read once, repeated alignments reused
+  jobs_report --what "scoring" \
+    $cmd "$sdir/log/score.log" \
+      pynnet-score-stm "${glm_opt[@]}" --filtered-suffix .filt "${args[@]}" || exit 1
 fi
 
 if [ "$stage" -le 3 ]; then
