@@ -36,6 +36,8 @@ What is done, in order (the reference is an STM file, the hypothesis a CTM file)
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 import statistics
@@ -388,6 +390,7 @@ def read_stm(path: str, glm: Glm | None = None, exclude: Sequence[str] = (),
 
 def read_ctm(path: str, glm: Glm | None = None, exclude: Sequence[str] = ()) -> list[Word]:
     words = []
+    memo: dict[str, list[Item]] = {}   # word -> its items (the GLM rewrite is the slow part)
     for n, line in _lines(path):
         f = line.split()
         if not f or line.lstrip().startswith(";;"):
@@ -403,9 +406,11 @@ def read_ctm(path: str, glm: Glm | None = None, exclude: Sequence[str] = ()) -> 
             fail(f"negative duration {f[3]}", path, n)
         if len(f) == 6 and f[5].upper() != "NA":
             _float(f[5], "confidence", path, n)
-        text = glm.apply_hyp_word(f[4]) if glm is not None else split_hyphens(f[4].upper())
-        # a hypothesis word has no optional words, and '(' is a character like any other
-        items = parse_items(text.upper().replace("(", " ").replace(")", " "), where=(path, n))
+        items = memo.get(f[4])
+        if items is None:
+            text = glm.apply_hyp_word(f[4]) if glm is not None else split_hyphens(f[4].upper())
+            # a hypothesis word has no optional words, and '(' is a character like any other
+            items = memo[f[4]] = parse_items(text.upper().replace("(", " ").replace(")", " "), where=(path, n))
         words.append(Word(f[0], f[1], start, dur, items, n))
     return words
 
@@ -415,15 +420,24 @@ def assign_words(segs: Sequence[Segment], words: Sequence[Word], ctm_path: str =
     by_key: dict[tuple[str, str], list[int]] = {}
     for i, s in enumerate(segs):
         by_key.setdefault((s.file.upper(), s.channel.upper()), []).append(i)
-    for v in by_key.values():
+    # per file and channel, in (start, end) order: the starts and the running maximum of the
+    # ends, so that the segments holding a midpoint are found by bisection, not a scan
+    tables: dict[tuple[str, str], tuple[list[int], list[float], list[float]]] = {}
+    for key, v in by_key.items():
         v.sort(key=lambda i: (segs[i].start, segs[i].end, i))
+        ends = [segs[i].end for i in v]
+        tables[key] = (v, [segs[i].start for i in v], list(itertools.accumulate(ends, max)))
     out: list[list[Word]] = [[] for _ in segs]
     for w in words:
-        idx = by_key.get((w.file.upper(), w.channel.upper()))
-        if idx is None:
+        t = tables.get((w.file.upper(), w.channel.upper()))
+        if t is None:
             fail(f"file '{w.file}' channel '{w.channel}' is not in the reference", ctm_path, w.line)
+        idx, starts, max_end = t
         m = w.mid
-        inside = [i for i in idx if segs[i].start <= m <= segs[i].end]
+        # the segments with start <= m are idx[:k]; none before idx[j] ends at m or later
+        k = bisect.bisect_right(starts, m)
+        j = bisect.bisect_left(max_end, m, 0, k)
+        inside = [i for i in idx[j:k] if m <= segs[i].end]
         scored = [i for i in inside if not segs[i].ignore]
         if scored:
             out[scored[0]].append(w)
