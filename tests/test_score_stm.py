@@ -328,6 +328,32 @@ def test_time_assignment_edges():
         S.assign_words(segs, [word("y", "A", 1.0, 0.1)], "h.ctm")
 
 
+def test_time_assignment_overlapping_segments():
+    """With overlapping, nested and zero-length segments (found by bisection): each word goes
+    where the rule says, checked against a scan of all the segments."""
+    import random
+    rng = random.Random(7)
+
+    def by_scan(segs, m):
+        order = sorted(range(len(segs)), key=lambda i: (segs[i].start, segs[i].end, i))
+        inside = [i for i in order if segs[i].start <= m <= segs[i].end]
+        scored = [i for i in inside if not segs[i].ignore]
+        if scored or inside:
+            return scored[0] if scored else None
+        cands = [i for i in order if not segs[i].ignore]
+        return min(cands, key=lambda i: (max(segs[i].start - m, m - segs[i].end), segs[i].start)) if cands else None
+
+    for trial in range(200):
+        segs = []
+        for i in range(rng.randint(1, 10)):
+            a = rng.choice([0.0, 1.0, 2.0, 2.5, 3.0, 5.0])
+            segs.append(S.Segment("f", "A", "s", a, a + rng.choice([0.0, 0.5, 1.0, 4.0]), [], rng.random() < 0.2, i))
+        words = [S.Word("f", "A", rng.choice([0.0, 0.5, 1.0, 2.0, 2.75, 4.5, 8.0]), rng.choice([0.0, 0.5, 1.0]),
+                        [S.Tok("W")], j) for j in range(12)]
+        where = {id(w): i for i, ws in enumerate(S.assign_words(segs, words)) for w in ws}
+        assert [where.get(id(w)) for w in words] == [by_scan(segs, w.mid) for w in words], trial
+
+
 @pytest.mark.parametrize("which,text,msg", [
     ("stm", "sw_1 A spk 1.0\n", ":1: expected 'file channel speaker start end"),
     ("stm", "sw_1 A spk x 2.0 A\n", ":1: start time 'x' is not a number"),
