@@ -71,7 +71,8 @@ def test_swbd_recipe_end_to_end_and_resume(tmp_path):
                        text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert {p: _sha1(os.path.join(s5, p)) for p in models} == models
-    assert open(os.path.join(s5, "exp", "RESULTS")).read() == results
+    again = open(os.path.join(s5, "exp", "RESULTS")).read()
+    assert [x for x in again.splitlines() if x.startswith("%WER")] == wer   # (the RTFs differ)
 
 
 def test_swbd_recipe_names_what_is_missing(tmp_path):
