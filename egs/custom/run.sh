@@ -91,7 +91,7 @@ if run 0; then
     mkdir -p "$2"
     local f
     for f in wav.scp text utt2spk segments reco2file_and_channel spk2gender utt2dur; do
-      [ -f "$1/$f" ] && cp "$1/$f" "$2/$f"
+      [ -f "$1/$f" ] && sort "$1/$f" > "$2/$f"   # (users' files need not be sorted; Kaldi's must)
     done
     [ -f "$2/utt2spk" ] || { echo "$0: no $1/utt2spk" >&2; exit 1; }
     utils/utt2spk_to_spk2utt.pl < "$2/utt2spk" > "$2/spk2utt"
