@@ -4,7 +4,7 @@
 #   0  synthesize the corpus: data/{train,dev,test}, data/local/dict, data/local/lm/train.txt
 #   1  MFCC + CMVN features (GMM) and fbank + CMVN features (DNN)
 #   2  lang dir, trigram LM, G.fst
-#   3  monophone GMM;      4  its graph + decode
+#   3  monophone GMM;      4  its graph + decode (dev and test: dev chooses the LM weight and penalty)
 #   5  align; tri1;        6  its graph + decode
 #   7  align; tri2;        8  its graph + decode
 #   9  tri2 alignments of train (for the DNN)
@@ -13,7 +13,7 @@
 #  12  DNN decode
 #  13  ablations: random init + plain SGD, DBN + plain SGD (1 worker); 1-bit SGD without error feedback
 #  14  (--smbr true) sequence training (nnet1): DNN alignments, denominator lattices, sMBR; decode
-#  15  exp/RESULTS
+#  15  exp/RESULTS: systems in training order, test at dev's LM weight/penalty (pynnet-results)
 set -euo pipefail
 stage=0
 stop_stage=100
@@ -95,9 +95,10 @@ if run 2; then
   utils/format_lm.sh data/lang data/local/lm/lm_tg.arpa.gz data/local/dict data/lang_test
 fi
 
-decode_gmm() {  # <exp-dir>
+decode_gmm() {  # <exp-dir>: dev (chooses the LM weight and penalty) and test
   utils/mkgraph.sh data/lang_test "$1" "$1/graph"
-  steps/decode.sh --nj "$nj" --cmd "$decode_cmd" "$1/graph" data/test "$1/decode_test"
+  local x
+  for x in dev test; do steps/decode.sh --nj "$nj" --cmd "$decode_cmd" "$1/graph" data/$x "$1/decode_$x"; done
 }
 
 if run 3; then
@@ -156,7 +157,9 @@ fi
 if run 12; then
   dnns=$dnn; [ "$compare_parallel" = true ] && dnns="exp/dnn_avg exp/dnn exp/dnn_avg1bit exp/dnn_1bit"
   for d in $dnns; do
-    steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test $d/decode_test
+    for x in dev test; do
+      steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/$x $d/decode_$x
+    done
   done
 fi
 
@@ -174,7 +177,9 @@ if run 13 && [ "$ablations" = true ]; then
   steps/nnet/train.sh $dnn_opts $onebit_opts --dbn exp/dbn/final.dbn --num-workers 2 --sync 1bit \
     --error-feedback false data-fbank/train data/lang exp/tri2_ali exp/dnn_1bit_noef
   for x in dnn_randinit_sgd dnn_dbn_sgd dnn_1bit_noef; do
-    steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/$x/decode_test
+    for y in dev test; do
+      steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/$y exp/$x/decode_$y
+    done
   done
 fi
 
@@ -184,14 +189,20 @@ if run 14 && [ "$smbr" = true ]; then
   steps/nnet/make_denlats.sh --nj "$nj" --cmd "$decode_cmd" --acwt 0.1 data-fbank/train data/lang $dnn ${dnn}_denlats
   steps/nnet/train_mpe.sh --cmd "$train_cmd" --num-iters $smbr_iters --acwt 0.1 --do-smbr true \
     data-fbank/train data/lang $dnn ${dnn}_ali ${dnn}_denlats exp/dnn_smbr
-  steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/test exp/dnn_smbr/decode_test
+  for x in dev test; do
+    steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" exp/tri2/graph data-fbank/$x exp/dnn_smbr/decode_$x
+  done
 fi
 
 if run 15; then
   echo "$0: stage 15: results"
-  for d in exp/*/decode_test; do
-    [ -f "$d/scoring_kaldi/best_wer" ] && cat "$d/scoring_kaldi/best_wer"
-  done > exp/RESULTS.tmp
+  # training order; each DNN's parent is tri2 (its alignments), the DNN variants' the recipe's DNN
+  systems=(--system mono=exp/mono --system tri1=exp/tri1:mono --system tri2=exp/tri2:tri1
+           --system "$(basename $dnn)=$dnn:tri2")
+  for d in exp/dnn exp/dnn_avg exp/dnn_avg1bit exp/dnn_1bit exp/dnn_randinit_sgd exp/dnn_dbn_sgd exp/dnn_1bit_noef exp/dnn_smbr; do
+    [ "$d" = "$dnn" ] || [ ! -d "$d/decode_test" ] || systems+=(--system "$(basename $d)=$d")
+  done
+  pynnet-results --test test --dev dev --data data/test "${systems[@]}" > exp/RESULTS.tmp
   mv exp/RESULTS.tmp exp/RESULTS
   cat exp/RESULTS
 fi
