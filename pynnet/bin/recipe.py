@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from pynnet.bin._cli import cli, run
+from pynnet.bin._cli import cli
 from pynnet.bin._opts import float_opt, int_opt, parser
 from pynnet.corpora.sizes import recipe_sizes
 from pynnet.io.errors import fail
@@ -55,7 +55,3 @@ def results_main(argv: list[str] | None = None) -> int:
     for w in warnings:
         print(f"WARNING (pynnet-results) {w}", file=sys.stderr)
     return 0
-
-
-def _main() -> None:
-    run(results_main)

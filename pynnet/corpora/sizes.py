@@ -10,9 +10,10 @@ absurd for either.  The rule here is a power law in hours anchored at two known-
   6 x 2048 DNN, 1 RBM epoch).  The same law gives 6000 / 133000 at 286 h, where s5c's tri3 has
   6000 / 140000.
 
-Below 1 h the law is extrapolated, with a floor of ``MIN_FRAMES_PER_GAUSSIAN`` frames of
-training data per Gaussian (a Gaussian needs data to estimate 2 x 39 parameters) and per-pdf
-limits.  Measured on subsets of egs/synth: docs/notes/gmm.md.
+Below 1 h the law is extrapolated, with at least ``MIN_FRAMES_PER_GAUSSIAN`` frames of
+training data per Gaussian (a Gaussian needs data to estimate 2 x 39 parameters), except that a
+tree never has fewer than 3 leaves per phone (+20) nor fewer than 2 Gaussians per leaf: below
+about 5 minutes the tree floor wins.  Measured on subsets of egs/synth: docs/notes/gmm.md.
 """
 from __future__ import annotations
 
