@@ -11,7 +11,7 @@ from pynnet.io import datadir as D
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
 from pynnet.io.progress import progress_kwargs
-from pynnet.io.tables import read_table_lines, split_fields, split_key
+from pynnet.io.tables import read_table_lines, read_text_lines, split_fields, split_key
 
 
 def _say(prog: str, msgs: list[str], warn: bool = False) -> None:
@@ -242,21 +242,14 @@ def spk2utt_to_utt2spk_main(argv: list[str] | None = None) -> int:
 
 def _raw_lines(path: str) -> list[tuple[int, str, str]]:
     """(line number, first field, raw line) of a file, blank lines being errors."""
-    out = []
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
+    if not os.path.exists(path):
         fail("no such file", path)
-    with f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                fail("not valid UTF-8", path, n)
-            key = split_key(line)[0]
-            if not key:
-                fail("empty line", path, n)
-            out.append((n, key, line))
+    out = []
+    for n, line in read_text_lines(path):
+        key = split_key(line)[0]
+        if not key:
+            fail("empty line", path, n)
+        out.append((n, key, line))
     return out
 
 

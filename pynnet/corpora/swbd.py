@@ -18,6 +18,7 @@ from typing import Iterable
 
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
+from pynnet.io.tables import read_text_lines
 
 OPENSLR_5 = "http://www.openslr.org/resources/5/switchboard_word_alignments.tar.gz"
 SILENCE_PHONES = ["sil", "spn", "nsn", "lau"]
@@ -244,19 +245,14 @@ def build_dict(ms98_dict: str, letters: dict[str, str] = LETTER_PRONS) -> DictRe
     or added pronunciations of the real dictionary); we do not have it (it is Kaldi's, and only
     fits the real file), so we only do its first hunk, the removal of the ' file: ...' line."""
     lines = []
-    with open(ms98_dict, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                fail("not valid UTF-8", ms98_dict, n)
-            if n == 1 and line.split()[:1] == ["file:"]:
-                continue
-            if line.startswith("#") or not line.split():
-                continue
-            if len(line.split()) < 2:
-                fail(f"expected 'word phone ...', got '{line}'", ms98_dict, n)
-            lines.append(line)
+    for n, line in read_text_lines(ms98_dict):
+        if n == 1 and line.split()[:1] == ["file:"]:
+            continue
+        if line.startswith("#") or not line.split():
+            continue
+        if len(line.split()) < 2:
+            fail(f"expected 'word phone ...', got '{line}'", ms98_dict, n)
+        lines.append(line)
     if not lines:
         fail("no dictionary entries", ms98_dict)
     lexicon1 = _c_sorted(lines)
@@ -343,26 +339,21 @@ def read_ms98(trans_dir: str) -> list[tuple[str, str, str, str, str, int]]:
              f"<2 digits>/<conversation>/sw2001A-ms98-a-trans.text, from {OPENSLR_5})", trans_dir)
     rows = []
     for path in files:
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError:
-                    fail("not valid UTF-8", path, n)
-                parts = line.split(None, 3)
-                if not parts:
-                    continue
-                if len(parts) < 3 or not re.match(r"^sw\d{4}[AB]", parts[0]):
-                    fail(f"expected '<sw2001A-ms98-a-0001> <start> <end> <words...>', got '{line}'",
-                         path, n)
-                try:
-                    s, e = float(parts[1]), float(parts[2])
-                except ValueError:
-                    fail(f"bad start/end times in '{line}'", path, n)
-                if s < 0 or e < s:
-                    fail(f"bad segment times {parts[1]} {parts[2]}", path, n)
-                rows.append((parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else "",
-                             path, n))
+        for n, line in read_text_lines(path):
+            parts = line.split(None, 3)
+            if not parts:
+                continue
+            if len(parts) < 3 or not re.match(r"^sw\d{4}[AB]", parts[0]):
+                fail(f"expected '<sw2001A-ms98-a-0001> <start> <end> <words...>', got '{line}'",
+                     path, n)
+            try:
+                s, e = float(parts[1]), float(parts[2])
+            except ValueError:
+                fail(f"bad start/end times in '{line}'", path, n)
+            if s < 0 or e < s:
+                fail(f"bad segment times {parts[1]} {parts[2]}", path, n)
+            rows.append((parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else "",
+                         path, n))
     return rows
 
 
@@ -514,23 +505,18 @@ def build_eval2000(sdir: str, tdir: str, sph2pipe: str = "sph2pipe") -> Eval2000
 
     def records(path: str, min_fields: int) -> list[tuple[list[str], int]]:
         out = []
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f, 1):
+        for n, line in read_text_lines(path):
+            if ";;" in line or not line.split():    # Kaldi: grep -v ';;'
+                continue
+            f_ = line.split()
+            if len(f_) < min_fields:
+                fail(f"expected at least {min_fields} fields, got {len(f_)}: '{line}'", path, n)
+            for t in f_[3:5]:
                 try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError:
-                    fail("not valid UTF-8", path, n)
-                if ";;" in line or not line.split():    # Kaldi: grep -v ';;'
-                    continue
-                f_ = line.split()
-                if len(f_) < min_fields:
-                    fail(f"expected at least {min_fields} fields, got {len(f_)}: '{line}'", path, n)
-                for t in f_[3:5]:
-                    try:
-                        float(t)
-                    except ValueError:
-                        fail(f"bad time '{t}'", path, n)
-                out.append((f_, n))
+                    float(t)
+                except ValueError:
+                    fail(f"bad time '{t}'", path, n)
+            out.append((f_, n))
         return out
 
     pem_segs = _c_sorted({f"{_hub5_id(f[0], f[1], f[3], f[4])} {f[0]}-{f[1]} {f[3]} {f[4]}"

@@ -81,6 +81,18 @@ def ascii_float(v: str) -> float | None:
         return None
 
 
+def read_text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line end) of a UTF-8 file; bytes that are not UTF-8 are an
+    error naming file:line."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                yield n, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                fail("not valid UTF-8", path, n)
+
+
 def read_table_lines(path: str | os.PathLike, *, min_fields: int = 2, max_fields: int | None = None,
                      allow_empty: bool = False) -> Iterator[tuple[int, str, str]]:
     """Yield (line_number, key, rest) for each line; rest is the remainder after the key, stripped.
@@ -91,22 +103,17 @@ def read_table_lines(path: str | os.PathLike, *, min_fields: int = 2, max_fields
     if not os.path.exists(path):
         fail("no such file", path)
     n = 0
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                fail("not valid UTF-8", path, n)
-            key, rest = split_key(line)
-            if not key:
-                fail("empty line", path, n)
-            # the fields after the key are only counted when it matters
-            nf = 1 if not rest else 2 if min_fields <= 2 and max_fields is None else 1 + len(split_fields(rest))
-            if nf < min_fields:
-                fail(f"expected at least {min_fields} fields, got {nf}: '{line}'", path, n)
-            if max_fields is not None and nf > max_fields:
-                fail(f"expected at most {max_fields} fields, got {nf}: '{line}'", path, n)
-            yield n, key, rest
+    for n, line in read_text_lines(path):
+        key, rest = split_key(line)
+        if not key:
+            fail("empty line", path, n)
+        # the fields after the key are only counted when it matters
+        nf = 1 if not rest else 2 if min_fields <= 2 and max_fields is None else 1 + len(split_fields(rest))
+        if nf < min_fields:
+            fail(f"expected at least {min_fields} fields, got {nf}: '{line}'", path, n)
+        if max_fields is not None and nf > max_fields:
+            fail(f"expected at most {max_fields} fields, got {nf}: '{line}'", path, n)
+        yield n, key, rest
     if n == 0 and not allow_empty:
         fail("file is empty", path)
 

@@ -42,9 +42,10 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence, Union
+from typing import Iterable, Sequence, Union
 
 from pynnet.io.errors import fail
+from pynnet.io.tables import read_text_lines
 
 IGNORE = "IGNORE_TIME_SEGMENT_IN_SCORING"
 HESITATION = "%HESITATION"
@@ -67,16 +68,6 @@ class Alt:
 
 
 Item = Union[Tok, Alt]
-
-
-def _lines(path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a UTF-8 file; bad bytes are an error naming the line."""
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                yield n, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                fail("not valid UTF-8", path, n)
 
 
 def parse_items(text: str, optional_words: frozenset[str] = frozenset(),
@@ -288,7 +279,7 @@ def read_glm(path: str) -> Glm:
     ``;; INPUT_DEPENDENT_APPLICATION = "<regexp>"`` sections, rules."""
     g = Glm()
     kinds = frozenset({"stm", "ctm"})
-    for n, line in _lines(path):
+    for n, line in read_text_lines(path):
         s = line.strip()
         m = _IDA.match(s)
         if m:
@@ -363,7 +354,7 @@ def _excluded(file: str, exclude: Sequence[str]) -> bool:
 def read_stm(path: str, glm: Glm | None = None, exclude: Sequence[str] = (),
              optional_words: frozenset[str] = frozenset({HESITATION})) -> list[Segment]:
     segs = []
-    for n, line in _lines(path):
+    for n, line in read_text_lines(path):
         f = line.split()
         if not f or line.lstrip().startswith(";;"):
             continue
@@ -391,7 +382,7 @@ def read_stm(path: str, glm: Glm | None = None, exclude: Sequence[str] = (),
 def read_ctm(path: str, glm: Glm | None = None, exclude: Sequence[str] = ()) -> list[Word]:
     words = []
     memo: dict[str, list[Item]] = {}   # word -> its items (the GLM rewrite is the slow part)
-    for n, line in _lines(path):
+    for n, line in read_text_lines(path):
         f = line.split()
         if not f or line.lstrip().startswith(";;"):
             continue
