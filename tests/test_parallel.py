@@ -125,23 +125,7 @@ def test_kill9_of_the_whole_job_then_rerun_resumes_exactly(corpus, opts):
     opts = ("--max-epochs", "3", *opts)
     r = _run(_train_cmd(ref, data, ali, *opts))
     assert r.returncode == 0, r.stderr
-    p = subprocess.Popen([str(c) for c in _train_cmd(exp, data, ali, *opts)], env=_env(),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    killed = None
-    deadline = time.time() + 120
-    while time.time() < deadline and p.poll() is None:
-        try:
-            ck = torch.load(exp / "checkpoint.pt", weights_only=False)
-            st = ck["ranks"][1]["state"]
-            if st["epoch"] == 2 and st.get("epoch_step", 0) > 0:
-                os.killpg(p.pid, signal.SIGKILL)   # the launcher, mpiexec and both ranks
-                killed = st
-                break
-        except Exception:  # noqa: BLE001 - not there yet, or being replaced
-            pass
-        time.sleep(0.02)
-    p.wait()
-    assert killed is not None, "could not kill the job mid-epoch"
+    kill_job_mid_epoch(exp, _train_cmd(exp, data, ali, *opts))
     assert not (exp / "final.nnet").exists()
     r = _run(_train_cmd(exp, data, ali, *opts))
     assert r.returncode == 0, r.stderr
@@ -156,6 +140,28 @@ def test_kill9_of_the_whole_job_then_rerun_resumes_exactly(corpus, opts):
         assert trials[0] == trials[1] and len(trials[0]) >= 4
         assert any(t["chosen"] != 64 for t in trials[0]) and all(t["trials"] for t in trials[0])
         assert [h["minibatch"] for h in a["history"][1:]] == [h["minibatch"] for h in b["history"][1:]]
+
+
+def kill_job_mid_epoch(exp, cmd) -> dict:
+    """Start ``cmd`` (a job of 2+ ranks training into ``exp``) and SIGKILL the launcher, mpiexec
+    and every rank once a checkpoint inside epoch 2 is there; returns rank 1's state in it."""
+    p = subprocess.Popen([str(c) for c in cmd], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    killed = None
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        try:
+            st = torch.load(exp / "checkpoint.pt", weights_only=False)["ranks"][1]["state"]
+            if st["epoch"] == 2 and st.get("epoch_step", 0) > 0:
+                os.killpg(p.pid, signal.SIGKILL)
+                killed = st
+                break
+        except Exception:  # noqa: BLE001 - not there yet, or being replaced
+            pass
+        time.sleep(0.02)
+    p.wait()
+    assert killed is not None, "could not kill the job mid-epoch"
+    return killed
 
 
 def _start_and_get_rank_pid(exp, cmd, rank):
@@ -230,7 +236,7 @@ def test_bad_worker_counts(corpus, tmp_path):
     r = _run(_train_cmd(tmp_path / "e2", d, a, "--cv-percent", "10"), timeout=60)
     assert r.returncode != 0
     errors = [line for line in r.stderr.splitlines() if line.startswith("ERROR")]
-    assert len(errors) == 1 and "2 workers but only 1 CV utterances" in errors[0], r.stderr
+    assert len(errors) == 1 and "2 data-parallel workers but only 1 CV utterances" in errors[0], r.stderr
     r = _run([MPIRUN, "--num-workers", "2", "--mpirun", "no-such-mpiexec -n 2", "--log-dir", tmp_path / "l",
               "--", "true"])
     assert r.returncode == 1 and "no 'no-such-mpiexec' on PATH" in r.stderr

@@ -156,6 +156,9 @@ def train_main(argv: list[str] | None = None) -> int:
     g.add_argument("--average-every", type=int_opt, default=d.average_every, help="minibatches between averages")
     g.add_argument("--lr-scaling", default=d.lr_scaling, choices=["linear", "sqrt", "none"],
                    help="learning rate times K, sqrt(K) or 1 with K workers")
+    g.add_argument("--model-parallel", type=int_opt, default=d.model_parallel,
+                   help="M: groups of M workers split every layer between them (model parallelism; "
+                        "--num-workers / M groups train data-parallel by --sync)")
     g.add_argument("--comm-backend", default="mpi", choices=["mpi", "torch"],
                    help="mpi (mpi4py) or torch (torch.distributed: gloo on CPUs, nccl on GPUs)")
     g.add_argument("--comm-timeout", type=float_opt, default=None,
@@ -172,7 +175,9 @@ def train_main(argv: list[str] | None = None) -> int:
     if auto_mb:
         _check_positive(a, "auto_minibatch_every_hours", "auto_minibatch_trial_hours", "auto_minibatch_min")
         _check_not_negative(a, "auto_minibatch_margin")
-    _check_positive(a, "num_workers", "average_every")
+    _check_positive(a, "num_workers", "average_every", "model_parallel")
+    if a.num_workers % a.model_parallel:
+        fail(f"--model-parallel {a.model_parallel} must divide --num-workers {a.num_workers}")
     if a.comm_timeout is not None and not a.comm_timeout > 0:
         fail(f"--comm-timeout must be positive, not {a.comm_timeout}")
     transform = None
@@ -217,14 +222,22 @@ def train_main(argv: list[str] | None = None) -> int:
         cfg.auto_minibatch, cfg.auto_minibatch_every_hours, cfg.auto_minibatch_trial_hours, cfg.auto_minibatch_margin = \
             True, a.auto_minibatch_every_hours, a.auto_minibatch_trial_hours, a.auto_minibatch_margin
     if a.num_workers > 1:   # (one worker: the parallel options do not apply, nor enter the checkpoint)
-        cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling = \
-            a.num_workers, a.sync, a.average_every, a.lr_scaling
+        cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling, cfg.model_parallel = \
+            a.num_workers, a.sync, a.average_every, a.lr_scaling, a.model_parallel
+        if a.model_parallel > 1:
+            if a.optimizer == "adagrad" and a.sync != "1bit":
+                fail("--model-parallel trains with --optimizer ngsgd or sgd (adagrad only with --sync 1bit)")
+            if a.activation == "pnorm":
+                fail("--model-parallel splits sigmoid or ReLU layers, not pnorm")
+            if a.hid_dim < a.model_parallel:
+                fail(f"--model-parallel {a.model_parallel}: a layer of {a.hid_dim} units cannot be split "
+                     f"{a.model_parallel} ways")
         cfg.double_buffering = a.sync == "1bit" and a.double_buffering == "true"
         cfg.error_feedback = a.error_feedback == "true" or a.sync not in ("1bit", "average-1bit")
         if a.sync == "1bit" and a.optimizer not in ("adagrad", "sgd"):
             fail(f"--sync 1bit updates with AdaGrad (Seide et al.) or SGD on the aggregated gradient: "
                  f"use --optimizer adagrad or sgd, not {a.optimizer}")
-        parts = a.num_workers * (2 if cfg.double_buffering else 1)
+        parts = a.num_workers // a.model_parallel * (2 if cfg.double_buffering else 1)
         if a.sync == "1bit" and a.minibatch_size < parts:
             fail(f"--minibatch-size {a.minibatch_size} is the global minibatch of --sync 1bit: it must be at "
                  f"least the {parts} parts it is split into")

@@ -181,7 +181,7 @@ class NgSgd(Optimizer):
         # [x 1] and g are the caller's scratch buffers, only needed here (dL/dx was computed
         # from g already), so both are preconditioned in place
         p_in, gam_in, rows_in = self.pre_in[i].precondition(xa, inplace=True)
-        p_out, gam_out, rows_out = self.pre_out[i].precondition(g, inplace=True)
+        p_out, gam_out, rows_out = self._precondition_out(i, g)
         self._change[i] = float((rows_in * rows_out).sqrt().sum())
         self._n[i] = xa.shape[0]
         if self.fused_lr is not None:
@@ -191,6 +191,10 @@ class NgSgd(Optimizer):
             return
         buf = layer.grad_buffer()
         torch.addmm(buf, p_out.t(), p_in, beta=0.0, alpha=gam_in * gam_out, out=buf)
+
+    def _precondition_out(self, i: int, g: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+        """Layer i's preconditioned output derivative (the rows it updates), gamma, row norms."""
+        return self.pre_out[i].precondition(g, inplace=True)
 
     def _max_change_scale(self, i: int, lr: float) -> float:
         mc = self.config.max_change_per_sample

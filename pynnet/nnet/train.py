@@ -55,6 +55,7 @@ class TrainConfig:
     sync: str = "average"             # average | allreduce | average-1bit
     average_every: int = 10           # minibatches between averages
     lr_scaling: str = "linear"        # the learning rate times K | sqrt(K) | 1
+    model_parallel: int = 1           # ranks that split every layer between them (K / this: data parallel)
     # --minibatch-size auto (CNTK's AutoAdjust; --minibatch-size is then the smallest size)
     auto_minibatch: bool = False
     auto_minibatch_every_hours: float = 24.0   # of training data between searches (Seide: 24 h)
@@ -136,6 +137,33 @@ class Synchronizer:
 
     def load_state_dict(self, s: dict) -> None:
         pass
+
+    # the model as this rank holds it (model parallelism: a slice of every layer)
+    @property
+    def data_size(self) -> int:
+        """How many ranks train on different data (model parallelism: fewer than ``size``)."""
+        return self.size
+
+    def local_model(self, model: Dnn) -> Dnn:
+        """The part of the (whole) model this rank trains."""
+        return model
+
+    def make_optimizer(self, name: str, model: Dnn, momentum: float) -> Optimizer:
+        return make_optimizer(name, model, momentum)
+
+    def model_state(self, model: Dnn) -> dict | None:
+        """The whole model's state dict on the writer (None elsewhere), for checkpoints."""
+        if not self.is_writer:
+            return None
+        return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+    def load_model(self, model: Dnn, state: dict) -> None:
+        """Load a whole model's state dict (a checkpoint's) into this rank's model."""
+        model.load_state_dict(state)
+
+    def nonfinite(self, names: list[str]) -> list[str]:
+        """The parameters that are not finite on any rank (every rank decides alike)."""
+        return names
 
 
 def exponential_lr(initial: float, final: float, epochs_done: float, num_epochs: int) -> float:
@@ -237,9 +265,9 @@ class Trainer:
         self.sync = sync or Synchronizer()
         self.progress = progress
         self.device = torch.device(cfg.device)
-        self.model = model.to(self.device)
+        self.model = self.sync.local_model(model).to(self.device)
         # (a synchronizer that owns the update keeps the momentum itself)
-        self.opt = make_optimizer(cfg.optimizer, self.model, 0.0 if self.sync.owns_update else cfg.momentum)
+        self.opt = self.sync.make_optimizer(cfg.optimizer, self.model, 0.0 if self.sync.owns_update else cfg.momentum)
         self.sync.setup(self.model, self.opt)
         self.data_seed = self.sync.data_seed(cfg.seed)
         self.ckpt_path = os.path.join(exp_dir, "checkpoint.pt")
@@ -251,13 +279,11 @@ class Trainer:
     # ------------------------------------------------------------ state
     def _snapshot(self) -> dict:
         # (K workers: only rank 0 writes the model; the others' copy would be thrown away)
-        model = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()} \
-            if self.sync.is_writer else None
-        return {"model": model, "opt": self.opt.state_dict()}
+        return {"model": self.sync.model_state(self.model), "opt": self.opt.state_dict()}
 
     def _restore(self, snap: dict) -> None:
         """A snapshot's model; the optimizer (and synchronizer) state: this rank's."""
-        self.model.load_state_dict(snap["model"])
+        self.sync.load_model(self.model, snap["model"])
         part = snap["ranks"][self.sync.rank] if "ranks" in snap else snap
         self.opt.load_state_dict(part["opt"])
         self.sync.load_state_dict(part.get("sync") or {})
@@ -275,7 +301,8 @@ class Trainer:
 
     def _nonfinite_params(self) -> list[str]:
         with torch.no_grad():
-            return [k for k, v in self.model.named_parameters() if not bool(torch.isfinite(v).all())]
+            return self.sync.nonfinite([k for k, v in self.model.named_parameters()
+                                        if not bool(torch.isfinite(v).all())])
 
     def check_finite(self, where: str) -> None:
         """A checkpoint or best model must never hold inf/NaN (a finite loss does not prove that:
@@ -498,7 +525,7 @@ class Trainer:
                 sizes.append(n)
             t *= math.sqrt(2.0)
         # the trial slice: this rank's next frames, as the epoch will see them
-        want = int(cfg.auto_minibatch_trial_hours * FRAMES_PER_HOUR / self.sync.size)
+        want = int(cfg.auto_minibatch_trial_hours * FRAMES_PER_HOUR / self.sync.data_size)
         idx = order[pos:pos + want]
         xs, ys, have = [x[idx]], [y[idx]], len(idx)
         for k in range(ch.index + 1, len(chunks)):
@@ -538,7 +565,7 @@ class Trainer:
             base = acc if base is None else base
             chosen = n
         st["minibatch"] = chosen
-        per_update = self.sync.local_minibatch(chosen) * self.sync.size
+        per_update = self.sync.local_minibatch(chosen) * self.sync.data_size
         st["next_tuning_step"] = st["step"] + max(1, int(cfg.auto_minibatch_every_hours * FRAMES_PER_HOUR / per_update))
         st.setdefault("minibatch_trials", []).append({"epoch": epoch, "chunk": ch.index, "step": st["step"],
                                                       "trials": trials, "chosen": chosen})

@@ -17,6 +17,7 @@ buffer, allgather and alltoall (K-1)/K of the gathered buffer), for the benchmar
 """
 from __future__ import annotations
 
+import copy
 import datetime
 import os
 import pickle
@@ -66,6 +67,9 @@ class Communicator:
 
     def __init__(self, rank: int, size: int, timeout: float = DEFAULT_TIMEOUT):
         self.rank, self.size, self.timeout = rank, size, timeout
+        # the whole job (a sub-communicator of ``split`` keeps the job's: failures name job ranks)
+        self.world_rank, self.world_size = rank, size
+        self.members = list(range(size))   # the job ranks of this communicator's ranks
         self.seq = 0                 # collectives started (the same count on every rank)
         self.bytes_sent = 0          # per rank, by the algorithms' volumes
         self.seconds = 0.0           # time spent inside collectives (waiting included)
@@ -136,6 +140,23 @@ class Communicator:
     def close(self) -> None:
         pass
 
+    def split(self, groups: list[list[int]]) -> "Communicator":
+        """The communicator of the group (of job ranks, in ``groups``) that holds this rank;
+        every rank of the job must call it with the same groups. Its collectives run among the
+        group only; a failure is still found and named over the whole job's side channel."""
+        flat = sorted(r for g in groups for r in g)
+        if flat != list(range(self.world_size)):
+            raise ValueError(f"groups {groups} do not partition the {self.world_size} ranks")
+        members = next(g for g in groups if self.world_rank in g)
+        sub = copy.copy(self)
+        sub.rank, sub.size, sub.members = members.index(self.world_rank), len(members), list(members)
+        sub.seq, sub.bytes_sent, sub.seconds = 0, 0, 0.0
+        self._split(sub, groups, members)
+        return sub
+
+    def _split(self, sub: "Communicator", groups: list[list[int]], members: list[int]) -> None:
+        raise NotImplementedError
+
     # ---------------------------------------------------------------- polling with a time limit
     def _run(self, what: str, start, *args, timeout: float | None = None) -> None:
         self.seq += 1
@@ -164,14 +185,14 @@ class Communicator:
     def _diagnose(self, what: str, limit: float, told: bool) -> None:
         """Find the missing ranks with the other waiting ranks and raise CommFailure."""
         self._announce()
-        alive = {self.rank} | self._collect_answers(GRACE)
-        missing = [r for r in range(self.size) if r not in alive]
+        alive = {self.world_rank} | self._collect_answers(GRACE)
+        missing = [r for r in range(self.world_size) if r not in alive]
         ranks = ", ".join(map(str, missing)) if missing else "?"
         who = (f"rank {ranks} did not" if len(missing) == 1 else f"ranks {ranks} did not") if missing else \
             "the ranks did not all"
         msg = (f"{who} reach {what} (collective #{self.seq}) within {limit:.0f} s: dead or hung"
                + (f"; {self.failure_note}" if self.failure_note else ""))
-        raise CommFailure(msg, collective=self.rank != min(alive))
+        raise CommFailure(msg, collective=self.world_rank != min(alive))
 
     # backend primitives: start a collective (return a handle), poll it, the side channel
     def _done(self, handle) -> bool:
@@ -247,8 +268,9 @@ class MpiCommunicator(Communicator):
         if self._announced:
             return
         self._announced = True
-        msg = np.array([self.rank, self.seq], dtype=np.int64)
-        self._sends = [self.side.Isend(msg, dest=r, tag=_ALERT_TAG) for r in range(self.size) if r != self.rank]
+        msg = np.array([self.world_rank, self.seq], dtype=np.int64)
+        self._sends = [self.side.Isend(msg, dest=r, tag=_ALERT_TAG) for r in range(self.world_size)
+                       if r != self.world_rank]
 
     def _collect_answers(self, grace: float) -> set[int]:
         end = time.perf_counter() + grace
@@ -264,6 +286,10 @@ class MpiCommunicator(Communicator):
         sys.stdout.flush()
         sys.stderr.flush()
         self.comm.Abort(code)
+
+    def _split(self, sub, groups, members) -> None:
+        color = next(i for i, g in enumerate(groups) if self.world_rank in g)
+        sub.comm = self.comm.Split(color, members.index(self.world_rank))   # (side: the job's)
 
 
 # ---------------------------------------------------------------- torch.distributed
@@ -291,11 +317,20 @@ class TorchCommunicator(Communicator):
         super().__init__(rank, size, timeout)
         # NCCL takes only GPU tensors: the statistics and pickled objects (CPU) go through gloo
         self.cpu_group = dist.new_group(backend="gloo") if backend == "nccl" else None
+        self.device_group = None   # (the default group)
         self.store = dist.distributed_c10d._get_default_store()
         self._ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
     def _group(self, t: torch.Tensor):
-        return self.cpu_group if t.device.type == "cpu" else None
+        return self.cpu_group if t.device.type == "cpu" else self.device_group
+
+    def _split(self, sub, groups, members) -> None:
+        # (new_group is collective: every rank creates every group, in the same order)
+        for g in groups:
+            cpu = self.dist.new_group(ranks=g, backend="gloo")
+            dev = self.dist.new_group(ranks=g) if self.device_memory else cpu
+            if g is members:
+                sub.cpu_group, sub.device_group = cpu, dev
 
     def _iallreduce(self, host, op):
         return self.dist.all_reduce(host, op=self._ops[op], group=self._group(host), async_op=True)
@@ -308,7 +343,7 @@ class TorchCommunicator(Communicator):
         return self.dist.all_to_all_single(out.view(-1), host.reshape(-1), group=self._group(host), async_op=True)
 
     def _ibroadcast(self, host, root):
-        return self.dist.broadcast(host, src=root, group=self._group(host), async_op=True)
+        return self.dist.broadcast(host, src=self.members[root], group=self._group(host), async_op=True)
 
     def _ibarrier(self):
         return self.dist.barrier(group=self.cpu_group, async_op=True)
@@ -324,7 +359,7 @@ class TorchCommunicator(Communicator):
 
     def _announce(self) -> None:
         try:
-            self.store.set(f"pynnet/alive/{self.rank}", str(self.seq))
+            self.store.set(f"pynnet/alive/{self.world_rank}", str(self.seq))
             self.store.set("pynnet/alert", str(self.seq))
         except Exception:  # noqa: BLE001 - rank 0 (the store) is gone; nobody can be asked
             pass
@@ -332,7 +367,7 @@ class TorchCommunicator(Communicator):
     def _collect_answers(self, grace: float) -> set[int]:
         time.sleep(grace)
         alive = set()
-        for r in range(self.size):
+        for r in range(self.world_size):
             try:
                 if self.store.check([f"pynnet/alive/{r}"]):
                     alive.add(r)

@@ -33,7 +33,11 @@ def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str =
     comm.failure_note = "no checkpoint was written yet: rerun the same command to start again"
     try:
         write_rank_info(os.path.join(exp_dir, "log"), comm.rank)
-        sync = make_sync(cfg, comm)
+        if cfg.model_parallel > 1:
+            from pynnet.parallel.model_parallel import ModelParallelSync
+            sync = ModelParallelSync(cfg, comm)
+        else:
+            sync = make_sync(cfg, comm)
         train(sync)
         # the others wait for rank 0's final.nnet: the job ends when the model is there
         comm.barrier("the end of the training (rank 0 writes final.nnet)")

@@ -103,6 +103,9 @@ class ParallelSync(Synchronizer):
         self.comm, self.lr_scaling = comm, lr_scaling
         self.rank, self.size = comm.rank, comm.size
         self.is_writer = self.rank == 0
+        # which of how many data shards this rank trains on (model parallelism: a group of ranks
+        # shares one)
+        self.shard_index, self.shard_count = self.rank, self.size
         self.local_failure: str | None = None
         self.model: Dnn | None = None
         self.updates_since_sync = 0
@@ -112,7 +115,7 @@ class ParallelSync(Synchronizer):
         return {"linear": float(self.size), "sqrt": math.sqrt(self.size), "none": 1.0}[self.lr_scaling]
 
     def data_seed(self, seed: int) -> int:
-        return rank_seed(seed, self.rank, self.size)
+        return rank_seed(seed, self.shard_index, self.shard_count)
 
     # ------------------------------------------------------------ agreement and reductions
     def agree(self, fingerprint: dict) -> None:
@@ -131,12 +134,14 @@ class ParallelSync(Synchronizer):
 
     def shard(self, tr: FrameSet, cv: FrameSet, fingerprint: dict, model: Dnn) -> tuple[FrameSet, FrameSet]:
         self.agree(fingerprint | {"initial model": parameters_sha1(model), "ranks": self.size})
+        n = self.shard_count
         for fs, what in ((tr, "training"), (cv, "CV")):
-            if len(fs.utts) < self.size:
-                raise CommFailure(f"{fs.reader.feats_scp}: {self.size} workers but only {len(fs.utts)} {what} "
+            if len(fs.utts) < n:
+                raise CommFailure(f"{fs.reader.feats_scp}: {n} data-parallel workers but only {len(fs.utts)} {what} "
                                   "utterances: each worker needs at least one", collective=not self.is_writer)
-        parts = [shard_utterances(fs.utts, fs.frames, self.size)[self.rank] for fs in (tr, cv)]
-        log(f"rank {self.rank} of {self.size}: {len(parts[0])} training utterances "
+        parts = [shard_utterances(fs.utts, fs.frames, n)[self.shard_index] for fs in (tr, cv)]
+        log(f"rank {self.rank} of {self.size}" + (f" (data shard {self.shard_index} of {n})" if n != self.size else "")
+            + f": {len(parts[0])} training utterances "
             f"({sum(tr.frames[u] for u in parts[0])} frames), {len(parts[1])} CV utterances")
         return (FrameSet(tr.reader, tr.targets, parts[0], tr.frames, tr.lengths_from),
                 FrameSet(cv.reader, cv.targets, parts[1], cv.frames, cv.lengths_from))

@@ -43,6 +43,8 @@ average_every=10     # minibatches between averages
 double_buffering=false  # 1bit: exchange one half-minibatch's gradient while computing the next
 error_feedback=true  # 1bit, average-1bit: carry the quantization error into the next exchange
 lr_scaling=linear    # learning rate times K | sqrt(K) | 1 (none)
+model_parallel=1     # M: groups of M workers split every layer (model parallelism); K/M groups train
+                     # data-parallel by --sync (Seide's 4 x 2: --num-workers 8 --model-parallel 2)
 comm_backend=mpi     # mpi (mpi4py) | torch (torch.distributed: gloo on CPUs, nccl on GPUs)
 comm_timeout=        # seconds a collective waits before the job ends naming the missing rank (default 45)
 mpirun=              # the MPI launcher (default "mpiexec -n K"; e.g. "mpiexec -n 8 -f hosts", "srun --mpi=pmi2")
@@ -117,6 +119,9 @@ for o in nnet_init nnet_proto proto_opts bn_dim labels num_tgt ivector online_cm
   nnet1_refuse "${o//_/-}" "${!o}" "not supported by pynnet's steps/nnet/train.sh"
 done
 case "$num_workers" in ''|*[!0-9]*|0) echo "$0: --num-workers must be a positive integer, not '$num_workers'" >&2; exit 1 ;; esac
+case "$model_parallel" in ''|*[!0-9]*|0) echo "$0: --model-parallel must be a positive integer, not '$model_parallel'" >&2; exit 1 ;; esac
+[ $((num_workers % model_parallel)) -eq 0 ] || {
+  echo "$0: --model-parallel $model_parallel must divide --num-workers $num_workers" >&2; exit 1; }
 if [ -z "$num_threads" ]; then
   num_threads=1
   if [ "$num_workers" -gt 1 ]; then num_threads=$(( $(nproc) / num_workers )); [ "$num_threads" -ge 1 ] || num_threads=1; fi
@@ -167,6 +172,7 @@ opts=(--optimizer "$optimizer"
 launch=()
 if [ "$num_workers" -gt 1 ]; then
   opts+=(--num-workers "$num_workers" --sync "$sync" --average-every "$average_every" --lr-scaling "$lr_scaling"
+         --model-parallel "$model_parallel"
          --double-buffering "$double_buffering" --error-feedback "$error_feedback" --comm-backend "$comm_backend")
   [ -n "$comm_timeout" ] && opts+=(--comm-timeout "$comm_timeout")
   launch=(pynnet-mpirun --num-workers "$num_workers" --comm-backend "$comm_backend" --log-dir "$dir/log"
@@ -174,7 +180,7 @@ if [ "$num_workers" -gt 1 ]; then
 fi
 
 echo "$0: training $dir from $data and $alidir (log: $dir/log/train.log)" \
-  "$([ "$num_workers" -gt 1 ] && echo "on $num_workers workers ($sync, $num_threads threads each)")"
+  "$([ "$num_workers" -gt 1 ] && echo "on $num_workers workers ($sync$([ "$model_parallel" -gt 1 ] && echo ", model-parallel groups of $model_parallel"), $num_threads threads each)")"
 if [ -n "$cmd" ]; then
   $cmd "$dir/log/train.log" "${launch[@]}" pynnet-nnet-train "${opts[@]}" "$data" "$alidir" "$dir" || {
     echo "$0: training failed: $(grep -m1 '^ERROR' "$dir/log/train.log") (see $dir/log/train.log)" >&2; exit 1; }
