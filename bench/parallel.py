@@ -12,7 +12,9 @@ step's cost, not the data loading's):
   ``--minibatch-1bit`` frames (1024: each of the 2 ranks computes 512), against one worker with
   AdaGrad at the same minibatch; the hidden share of the exchanges with double buffering; bytes
   per update against the fp32 gradient allreduce; and what quantizing + packing + unpacking the
-  whole 46M gradient costs next to one minibatch of 1024 frames on one thread.
+  whole 46M gradient costs next to one minibatch of 1024 frames on one thread;
+* model parallelism (``mp2``): the layers of the one model split over 2 ranks computing the same
+  minibatch together (all-gathers forward, reduce-scatters backward), NG-SGD.
 
     python bench/parallel.py [--steps 50] [--minibatch 128] [--steps-1bit 12] [--minibatch-1bit 1024]
                              [--plot docs/parallel_speedup.png]
@@ -38,7 +40,8 @@ def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1 + int(os.environ.get("PMI_RANK", "0")))
+    # (model parallelism: the ranks of the group compute the same minibatch)
+    g = torch.Generator().manual_seed(1 + (0 if mode == "mp2" else int(os.environ.get("PMI_RANK", "0"))))
     x = torch.randn(4 * minibatch, SHAPE["input"], generator=g)   # (4 minibatches, cycled)
     y = torch.randint(0, SHAPE["output"], (4 * minibatch,), generator=g)
     warmup = 2
@@ -59,7 +62,16 @@ def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
             print("RESULT " + json.dumps(_quantize_cost(model, opt, x, y, minibatch)), flush=True)
             return
         sync, comm = Synchronizer(), None
-        if mode != "single":
+        if mode == "mp2":
+            from pynnet.parallel.comm import make_communicator
+            from pynnet.parallel.model_parallel import ModelParallelSync
+            comm = make_communicator("mpi", 600.0)
+            sync = ModelParallelSync(TrainConfig(num_workers=2, model_parallel=2), comm)
+            model = sync.local_model(model)
+            model.train()
+            opt.detach()
+            opt = sync.make_optimizer(optimizer, model, 0.0)
+        elif mode != "single":
             from pynnet.parallel.comm import make_communicator
             from pynnet.parallel.sync import make_sync
             comm = make_communicator("mpi", 600.0)
@@ -72,12 +84,15 @@ def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
         lr = 1e-5 * sync.lr_scale
         fused = not sync.needs_gradients
         t0 = None
+        # (model parallelism: the collectives run on the group's communicator)
+        comms = [c for c in (comm, getattr(sync, "mp", None), getattr(sync, "dp", None)) if c is not None]
         for s in range(steps + warmup):
             if s == warmup:
                 sync.flush(s)
                 if comm is not None:
                     comm.barrier()
-                    comm.seconds, comm.bytes_sent = 0.0, 0
+                    for c in comms:
+                        c.seconds, c.bytes_sent = 0.0, 0
                     sync.wait_seconds = sync.exchange_seconds = 0.0
                 t0 = time.perf_counter()
             i = (s % 4) * local
@@ -93,22 +108,23 @@ def worker(mode: str, optimizer: str, steps: int, minibatch: int) -> None:
             comm.barrier()
         dt = time.perf_counter() - t0
         rate = steps * local / dt
-        comm_s = (comm.seconds / dt) if comm else 0.0
-        nbytes = (comm.bytes_sent / (steps * local)) if comm else 0.0
+        comm_s = sum(c.seconds for c in comms) / dt
+        sent = sum(c.bytes_sent for c in comms)
+        nbytes = sent / (steps * local)
         rank = comm.rank if comm else 0
         if sync.owns_update:
             # the share of the time the training waited for exchanges (quantization included), and
             # how much of the exchanges' own time double buffering hid
             comm_s = sync.wait_seconds / dt
             extra = {"hidden_fraction": max(0.0, 1.0 - sync.wait_seconds / max(sync.exchange_seconds, 1e-9)),
-                     "bytes_per_update": comm.bytes_sent / steps}
+                     "bytes_per_update": sent / steps}
         elif comm is not None:
-            extra = {"bytes_per_update": comm.bytes_sent / steps}
+            extra = {"bytes_per_update": sent / steps}
         else:
             extra = {}
     if rank == 0:
-        # K ranks train K minibatches per step: the job's frames/s
-        k = int(os.environ.get("PMI_SIZE", "1"))
+        # K ranks train K minibatches per step: the job's frames/s (model parallelism: one)
+        k = 1 if mode == "mp2" else int(os.environ.get("PMI_SIZE", "1"))
         print("RESULT " + json.dumps({"fps": rate * k, "comm_fraction": comm_s, "bytes_per_frame": nbytes,
                                       **extra}), flush=True)
 
@@ -212,11 +228,11 @@ def plot(results: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = ["avg1", "avg10", "avg50", "allreduce", "avg1bit", "1bit", "1bit_db"]
+    names = ["avg1", "avg10", "avg50", "allreduce", "avg1bit", "1bit", "1bit_db", "mp2"]
     names = [n for n in names if f"speedup_{n}" in results]
     vals = [results[f"speedup_{n}"] for n in names]
     fig, ax = plt.subplots(figsize=(7.5, 3.5))
-    colors = {"allreduce": "#c64", "avg1bit": "#47c", "1bit": "#a5c", "1bit_db": "#a5c"}
+    colors = {"allreduce": "#c64", "avg1bit": "#47c", "1bit": "#a5c", "1bit_db": "#a5c", "mp2": "#888"}
     ax.bar(names, vals, color=[colors.get(n, "#4a7") for n in names])
     ax.axhline(2.0, ls="--", c="gray", lw=1, label="ideal")
     if "speedup_independent" in results:
@@ -265,7 +281,7 @@ def main() -> None:
     # two ranks that never communicate: what two concurrent trainings get on this machine (the
     # ceiling of any synchronisation: shared memory bandwidth and caches)
     alone = launch("single", "ngsgd", 2, a.steps, a.minibatch)
-    for m in ("avg1", "avg10", "avg50", "allreduce", "avg1bit"):
+    for m in ("avg1", "avg10", "avg50", "allreduce", "avg1bit", "mp2"):
         r[m] = launch(m, "ngsgd", 2, a.steps, a.minibatch)
     ours_ar = launch("allreduce", "sgd", 2, a.steps, a.minibatch)
     ddp = launch("ddp", "sgd", 2, a.steps, a.minibatch)
