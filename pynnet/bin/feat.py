@@ -126,6 +126,8 @@ def _compute_feats(kind: str, argv: list[str] | None) -> int:
         p.usage_error()
     wav_rspec, feats_wspec = args
     _kaldi_warnings()
+    if v["channel"] < -1:
+        fail(f"--channel={v['channel']}: expected -1 (mono), 0 (left), 1 (right), ...")
     computer = FeatureComputer(kind, v, backend=v["backend"])
     wav_scp = _wav_scp_path(wav_rspec)
     if not os.path.exists(wav_scp):
@@ -230,7 +232,7 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
     import kaldiio
 
     from pynnet.feat.cmvn import acc_cmvn_stats as acc_real
-    from pynnet.feat.tables import MatrixWriter, load_scp, read_matrices
+    from pynnet.feat.tables import KALDIIO_ERRORS, MatrixWriter, kaldiio_error, load_scp, read_matrices
 
     usage = ("Compute cepstral mean and variance normalization statistics (Kaldi compute-cmvn-stats):\n"
              "per utterance by default, or per speaker if --spk2utt is given.\n"
@@ -290,8 +292,8 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
                 fail("--spk2utt needs the features as scp:feats.scp (random access)")
             try:
                 feats = load_scp(rest)
-            except (ValueError, OSError) as e:
-                fail(f"cannot read: {e}", rest)
+            except KALDIIO_ERRORS as e:
+                fail(f"cannot read: {kaldiio_error(e)}", rest)
             for spk, utts in _spk2utt(v["spk2utt"]).items():
                 stats = None
                 for utt in utts:
@@ -301,8 +303,8 @@ def compute_cmvn_stats(argv: list[str] | None = None) -> int:
                         continue
                     try:
                         x = np.asarray(feats[utt])
-                    except (FileNotFoundError, EOFError, ValueError) as e:
-                        fail(f"cannot read features of '{utt}': {e}", rest)
+                    except KALDIIO_ERRORS as e:
+                        fail(f"cannot read features of '{utt}': {kaldiio_error(e)}", rest)
                     if stats is None:
                         stats = np.zeros((2, x.shape[1] + 1))
                     elif stats.shape[1] != x.shape[1] + 1:
@@ -330,7 +332,7 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
     import kaldiio
 
     from pynnet.feat.cmvn import apply_cmvn as apply
-    from pynnet.feat.tables import MatrixWriter, _split_spec, load_scp, read_matrices
+    from pynnet.feat.tables import KALDIIO_ERRORS, MatrixWriter, _split_spec, kaldiio_error, load_scp, read_matrices
 
     usage = ("Apply cepstral mean and (optionally) variance normalization (Kaldi apply-cmvn)\n"
              "Per-utterance by default, or per-speaker if --utt2spk is given; or global stats.\n"
@@ -354,8 +356,8 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
             table = load_scp(rest) if "scp" in opts else dict(kaldiio.load_ark(rest))
         else:
             global_stats = np.asarray(kaldiio.load_mat(stats_spec), dtype=np.float64)
-    except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
-        fail(f"cannot read CMVN stats: {e}", rest)
+    except KALDIIO_ERRORS as e:  # kaldiio's on corrupt input
+        fail(f"cannot read CMVN stats: {kaldiio_error(e)}", rest)
     utt2spk: dict[str, str] = {}
     if v["utt2spk"]:
         from pynnet.feat.tables import read_rspecifier_table
@@ -375,8 +377,8 @@ def apply_cmvn(argv: list[str] | None = None) -> int:
                     continue
                 try:  # an scp table reads each matrix when it is looked up
                     stats = np.asarray(table[key], dtype=np.float64)
-                except (ValueError, OSError, EOFError, AssertionError) as e:
-                    fail(f"cannot read the CMVN stats of {key}: {e}", rest)
+                except KALDIIO_ERRORS as e:
+                    fail(f"cannot read the CMVN stats of {key}: {kaldiio_error(e)}", rest)
             writer.write(utt, apply(x, stats, v["norm_vars"], norm_means=v["norm_means"], name=utt))
             done += 1
     _log(f"Applied cepstral mean{' and variance' if v['norm_vars'] else ''} normalization to "

@@ -10,6 +10,7 @@ same ids, files and text normalisation, in our code.
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 import warnings
@@ -18,7 +19,7 @@ from typing import Iterable
 
 from pynnet.io.atomic import atomic_write
 from pynnet.io.errors import fail
-from pynnet.io.tables import read_text_lines
+from pynnet.io.tables import ascii_float, read_text_lines
 
 OPENSLR_5 = "http://www.openslr.org/resources/5/switchboard_word_alignments.tar.gz"
 SILENCE_PHONES = ["sil", "spn", "nsn", "lau"]
@@ -123,12 +124,11 @@ def read_acronyms_map(path: str) -> dict[str, str]:
     if not os.path.isfile(path):
         fail("no such file (run local/swbd1_prepare_dict.sh first: the data prep needs its "
              "acronyms.map)", path)
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) != 3:
-                fail("expected 'word<TAB>mapped<TAB>spelt'", path, n)
-            out[parts[0]] = parts[1]
+    for n, line in read_text_lines(path):
+        parts = line.split("\t")
+        if len(parts) != 3:
+            fail("expected 'word<TAB>mapped<TAB>spelt'", path, n)
+        out[parts[0]] = parts[1]
     return out
 
 
@@ -346,9 +346,8 @@ def read_ms98(trans_dir: str) -> list[tuple[str, str, str, str, str, int]]:
             if len(parts) < 3 or not re.match(r"^sw\d{4}[AB]", parts[0]):
                 fail(f"expected '<sw2001A-ms98-a-0001> <start> <end> <words...>', got '{line}'",
                      path, n)
-            try:
-                s, e = float(parts[1]), float(parts[2])
-            except ValueError:
+            s, e = ascii_float(parts[1]), ascii_float(parts[2])
+            if s is None or e is None or not (math.isfinite(s) and math.isfinite(e)):
                 fail(f"bad start/end times in '{line}'", path, n)
             if s < 0 or e < s:
                 fail(f"bad segment times {parts[1]} {parts[2]}", path, n)

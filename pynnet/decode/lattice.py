@@ -129,15 +129,17 @@ def _parse_fast(text: str, start: int | None) -> Lattice | None:
         return None
     arcs = vals.reshape(-1, 6)
     ints = arcs[:, :4]
-    if not np.all(ints == np.floor(ints)) or (ints.size and ints.min() < 0):
+    if not np.all(ints == np.floor(ints)) or (ints.size and (ints.min() < 0 or ints.max() >= _MAX_COUNT)):
         return None
-    fs = np.array([int(f[0]) for f in finals], np.int32)
+    fs = np.array([_state(f[0]) for f in finals], np.int32)
     fw = np.array([_weight(f[1]) if f[1] else (0.0, 0.0) for f in finals], np.float64).reshape(-1, 2)
     head = split_key(text.lstrip(FIELD_SEPS + "\r\n"))[0]
     if not head:
         return None
-    first = _int(head)
+    first = _state(head)
     ns = 1 + int(max([first] + ([int(ints[:, :2].max())] if ints.size else []) + fs.tolist()))
+    if _too_many_states(ns, n_lines + len(finals)):
+        return None
     ii = ints.astype(np.int64)
     return Lattice(ns, first if start is None else start, ii[:, 0].astype(np.int32), ii[:, 1].astype(np.int32),
                    ii[:, 2].astype(np.int32), ii[:, 3].astype(np.int32), arcs[:, 4].copy(), arcs[:, 5].copy(),
@@ -187,14 +189,16 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
     arc_tids: dict[int, list[int]] = {}     # CompactLattice strings, by arc / final index
     final_tids: dict[int, list[int]] = {}
     first = None
+    top, top_line, num_lines = -1, 0, 0
     # Kaldi's lattice reader: lines end at "\n" only, fields are split at spaces and tabs
     for n, line in enumerate(text.split("\n"), 1):
         f = split_fields(line.rstrip("\r"))
         if not f:
             continue
+        num_lines += 1
         try:
             if len(f) >= 4:
-                s, d = _int(f[0]), _int(f[1])
+                s, d = _state(f[0]), _state(f[1])
                 if len(f) == 5:
                     i, o = _int(f[2]), _int(f[3])
                     w = f[4]
@@ -207,7 +211,7 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
                 g, a = _weight(w)
                 src.append(s); dst.append(d); il.append(i); ol.append(o); gc.append(g); ac.append(a)
             elif len(f) in (1, 2):
-                s = _int(f[0])
+                s = d = _state(f[0])
                 g, a = _weight(f[1]) if len(f) == 2 else (0.0, 0.0)
                 if len(f) == 2 and f[1].count(",") == 2:
                     final_tids[len(fs)] = _tids(f[1])
@@ -217,10 +221,15 @@ def _parse_slow(text: str, start: int | None = None, where: str = "lattice",
         except ValueError:
             fail(f"bad lattice line '{' '.join(f)}'", where, first_line + n - 1)
         if first is None:
-            first = _int(f[0])
+            first = s
+        if max(s, d) > top:
+            top, top_line = max(s, d), first_line + n - 1
     if first is None:       # an empty FST (Kaldi writes "key \n\n"): no path, as in binary
         return empty_lattice()
-    ns = 1 + max([first] + src + dst + fs)
+    ns = 1 + top
+    if _too_many_states(ns, num_lines):
+        fail(f"state {top} in a lattice of {num_lines} lines: state ids must be about as many as "
+             "the lines (a corrupt lattice?)", where, top_line)
     if arc_tids or final_tids:
         for k in range(len(src)):
             arc_tids.setdefault(k, [])      # a CompactLattice's 5-field lines are not arcs
@@ -290,10 +299,25 @@ def _from_compact(num_states: int, start: int, src: Sequence[int], dst: Sequence
 
 
 def _int(x: str) -> int:
+    """A label or state id: a 32-bit integer, as Kaldi's."""
     i = ascii_int(x)
-    if i is None:
+    if i is None or not -_MAX_COUNT <= i < _MAX_COUNT:
         raise ValueError(x)
     return i
+
+
+def _state(x: str) -> int:
+    i = _int(x)
+    if i < 0:
+        raise ValueError(x)
+    return i
+
+
+def _too_many_states(num_states: int, num_lines: int) -> bool:
+    """Whether state ids run far past what the lines of a lattice can use: every state is
+    created up to the largest id (as OpenFst's text reader does), so one stray id like
+    2000000000 would take gigabytes; a lattice's states are about as many as its lines."""
+    return num_states > 2 * num_lines + 1024
 
 
 def _weight(w: str) -> tuple[float, float]:

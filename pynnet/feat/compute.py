@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import math
 import zlib
 from typing import Any
 
@@ -79,6 +80,8 @@ def register_options(parser: KaldiOptions, kind: str) -> None:
 
 
 def _nyquist_checks(v: dict[str, Any], vtln_warp: float = 1.0) -> None:
+    if not (math.isfinite(vtln_warp) and vtln_warp > 0):
+        fail(f"bad VTLN warp factor {vtln_warp} (expected a positive number, e.g. 0.9)")
     nyquist = 0.5 * v["sample_frequency"]
     low, high = v["low_freq"], v["high_freq"]
     if high <= 0:
@@ -95,23 +98,45 @@ def _nyquist_checks(v: dict[str, Any], vtln_warp: float = 1.0) -> None:
                  f"vs. --low-freq={v['low_freq']} and --high-freq={v['high_freq']}")
 
 
+# The longest frame (and frame shift) we take, in samples (65 s at 16 kHz): Kaldi has no limit
+# and dies allocating the FFT of a frame of --frame-length=1e9.
+MAX_FRAME_SAMPLES = 1 << 20
+
+
+def _float_options(kind: str) -> list[str]:
+    p = KaldiOptions("")
+    register_options(p, kind)
+    return [o.name for o in p.options.values() if o.type is float]
+
+
 def check_options(kind: str, v: dict[str, Any]) -> None:
-    """What Kaldi checks (it aborts; we fail with one line) before any audio is read."""
+    """What Kaldi checks (it aborts; we fail with one line) before any audio is read, and what
+    it does not (NaN, inf, windows of gigabytes) but would crash on."""
+    for name in _float_options(kind):
+        x = v[name.replace("-", "_")]
+        if not math.isfinite(x):
+            fail(f"--{name} must be a finite number, got {x}")
     if v["sample_frequency"] <= 0:
         fail(f"--sample-frequency must be positive, got {v['sample_frequency']}")
     if v["frame_shift"] <= 0 or v["frame_length"] <= 0:
         fail(f"--frame-shift and --frame-length must be positive, got {v['frame_shift']} and {v['frame_length']}")
     win = int(v["sample_frequency"] * 0.001 * v["frame_length"])
     shift = int(v["sample_frequency"] * 0.001 * v["frame_shift"])
-    if win < 2 or shift < 1:
+    if win < 2 or shift < 1 or win > MAX_FRAME_SAMPLES or shift > MAX_FRAME_SAMPLES:
         fail(f"--frame-length={v['frame_length']} / --frame-shift={v['frame_shift']} ms give a window of "
-             f"{win} and a shift of {shift} samples at {v['sample_frequency']} Hz")
+             f"{win} and a shift of {shift} samples at {v['sample_frequency']} Hz (at least 2 and 1, "
+             f"at most {MAX_FRAME_SAMPLES})")
     if not 0.0 <= v["preemphasis_coefficient"] <= 1.0:
         fail(f"--preemphasis-coefficient must be in [0, 1], got {v['preemphasis_coefficient']}")
     if v["dither"] < 0:
         fail(f"--dither must be >= 0, got {v['dither']}")
     if v["num_mel_bins"] < 3:
         fail(f"--num-mel-bins must be at least 3, got {v['num_mel_bins']}")
+    fft = 1 << (win - 1).bit_length() if v["round_to_power_of_two"] else win
+    if v["num_mel_bins"] > fft + 2:
+        # every other mel bin needs an FFT bin of its own (Kaldi: "num_mel_bins too large")
+        fail(f"--num-mel-bins={v['num_mel_bins']} is too large for a window of {win} samples "
+             f"(its FFT has {fft // 2 + 1} bins)")
     if v["energy_floor"] < 0:
         fail(f"--energy-floor must be >= 0, got {v['energy_floor']}")
     if kind == "mfcc":
@@ -207,7 +232,10 @@ class FeatureComputer:
             try:  # knf validates the mel banks (e.g. empty bins) when it is constructed
                 self._cls(self._opts)
             except (ValueError, RuntimeError) as e:
-                fail(f"bad feature options: {e}")
+                v = self.v
+                fail(f"bad feature options (--num-mel-bins={v['num_mel_bins']} --low-freq={v['low_freq']} "
+                     f"--high-freq={v['high_freq']} --frame-length={v['frame_length']} at "
+                     f"--sample-frequency={v['sample_frequency']}): {e}")
         elif backend == "torchaudio":
             try:
                 import torch  # noqa: F401
@@ -248,21 +276,27 @@ class FeatureComputer:
             from pynnet.feat.numpy_kaldi import compute_numpy
             if self.dither and self.dither_mode == "waveform":
                 x = self._dithered(x, utt)
-            return compute_numpy(self.kind, self.v, x, vtln_warp)
+            try:
+                return compute_numpy(self.kind, self.v, x, vtln_warp)
+            except ValueError as e:    # the mel banks of a warp such as 100: empty bins
+                fail(f"bad feature options for VTLN warp factor {vtln_warp} (utterance {utt}): {e}")
         if self.dither and self.dither_mode == "waveform":
             x = self._dithered(x, utt)
         elif self.dither:
             _srand(utterance_seed(utt, self.seed_offset))
         comp = self._cls(self._opts)
-        if x.size:
-            # The binding takes a Sequence[float]; an array.array of float32 converts about 4x
-            # faster than a list and 8x faster than an ndarray (bench/features.py).
-            comp.accept_waveform(self.sample_frequency, array.array("f", np.ascontiguousarray(x).tobytes()))
-        comp.input_finished()
-        n = comp.num_frames_ready
-        out = np.empty((n, self.dim), dtype=np.float32)
-        for i in range(n):
-            out[i] = comp.get_frame(i)
+        try:
+            if x.size:
+                # The binding takes a Sequence[float]; an array.array of float32 converts about 4x
+                # faster than a list and 8x faster than an ndarray (bench/features.py).
+                comp.accept_waveform(self.sample_frequency, array.array("f", np.ascontiguousarray(x).tobytes()))
+            comp.input_finished()
+            n = comp.num_frames_ready
+            out = np.empty((n, self.dim), dtype=np.float32)
+            for i in range(n):
+                out[i] = comp.get_frame(i)
+        except RuntimeError as e:  # knf's checks, e.g. "mel energy is nan" (a --dither of 1e300)
+            fail(f"cannot compute features of utterance {utt}: {e}")
         return out
 
     def _dithered(self, x: np.ndarray, utt: str) -> np.ndarray:

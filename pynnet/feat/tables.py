@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import struct
 import sys
 from typing import IO, Iterator
 
@@ -18,6 +19,20 @@ import numpy as np
 from pynnet.io.atomic import atomic_path
 from pynnet.io.errors import fail
 from pynnet.io.tables import split_key
+
+# What kaldiio raises on a corrupt or truncated ark (struct.error from a short header read,
+# RuntimeError from a text matrix with a non-number, AssertionError from its own checks,
+# MemoryError or OverflowError from a header whose sizes ask for terabytes, ...): readers turn
+# these into one-line errors naming the file.
+KALDIIO_ERRORS = (ValueError, OSError, EOFError, KeyError, IndexError, AssertionError, RuntimeError,
+                  MemoryError, OverflowError, struct.error)
+
+
+def kaldiio_error(e: BaseException) -> str:
+    """One line saying what went wrong in kaldiio (its messages may span lines, or be empty)."""
+    if isinstance(e, (MemoryError, OverflowError)):
+        return "a matrix header gives sizes larger than memory (a corrupt file?)"
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 class _KaldiScpLines:
@@ -133,10 +148,12 @@ class MatrixWriter:
             fail(f"bad key '{key}' (keys must be non-empty with no space or ASCII control character)")
         self._ark.write((key + " ").encode("utf-8"))
         offset = self._ark.tell() if self.scp_path is not None else 0
+        mat = np.asarray(mat)
         if self.text:
-            km.write_array_ascii(self._ark, np.asarray(mat))
+            km.write_array_ascii(self._ark, mat)
         else:
-            km.write_array(self._ark, np.asarray(mat), compression_method=self.compression)
+            # (kaldiio cannot compress an empty matrix: it is written as it is)
+            km.write_array(self._ark, mat, compression_method=self.compression if mat.size else None)
         if self._scp is not None:
             self._scp.write(f"{key} {self.ark_path}:{offset}\n")
 
@@ -185,8 +202,8 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
             with kaldiio.ReadHelper(f"ark:{rest}") as reader:
                 for key, mat in reader:
                     yield key, mat
-    except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
-        fail(f"cannot read matrices: {str(e) or type(e).__name__}", rest)
+    except KALDIIO_ERRORS as e:  # kaldiio's on corrupt input
+        fail(f"cannot read matrices: {kaldiio_error(e)}", rest)
 
 
 def _read_scp_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
@@ -206,8 +223,8 @@ def _read_scp_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
             f.write(r.stdout)
         try:
             yield from load_scp_sequential(listing)
-        except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:
-            fail(f"cannot read matrices: {str(e) or type(e).__name__}", f"scp:{cmd} |")
+        except KALDIIO_ERRORS as e:
+            fail(f"cannot read matrices: {kaldiio_error(e)}", f"scp:{cmd} |")
 
 
 def _read_ark_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
@@ -225,8 +242,8 @@ def _read_ark_pipe(cmd: str) -> Iterator[tuple[str, np.ndarray]]:
         for key, mat in kaldiio.load_ark(proc.stdout):
             yield key, mat
         finished = True
-    except (ValueError, OSError, EOFError, KeyError, AssertionError) as e:  # kaldiio's on corrupt input
-        fail(f"cannot read matrices from '{cmd} |': {str(e) or type(e).__name__}")
+    except KALDIIO_ERRORS as e:  # kaldiio's on corrupt input
+        fail(f"cannot read matrices from '{cmd} |': {kaldiio_error(e)}")
     finally:
         proc.stdout.close()
         if not finished:     # the reader stopped early or failed: do not wait for the command

@@ -510,6 +510,7 @@ def read_symbol_table(path: str) -> tuple[dict[str, int], list[str]]:
     """Read phones.txt / words.txt (``symbol id`` lines); ids need not be dense, gaps stay ''."""
     sym: dict[str, int] = {}
     by_id: dict[int, str] = {}
+    top, top_line = -1, None
     for n, fields in _read_lines(path):
         if len(fields) != 2:
             fail(f"expected 'symbol id', got '{' '.join(fields)}'", path, n)
@@ -518,15 +519,23 @@ def read_symbol_table(path: str) -> tuple[dict[str, int], list[str]]:
             fail(f"bad id '{fields[1]}'", path, n)
         if i < 0:
             fail(f"negative id {i}", path, n)
+        if i >= 1 << 31:
+            fail(f"id {i} is too large (Kaldi's symbol ids are 32-bit integers)", path, n)
         if fields[0] in sym:
             fail(f"duplicate symbol '{fields[0]}'", path, n)
         if i in by_id:
             fail(f"id {i} used twice ('{by_id[i]}' and '{fields[0]}')", path, n)
         sym[fields[0]] = i
         by_id[i] = fields[0]
+        if i > top:
+            top, top_line = i, n
     if not sym:
         fail("file is empty", path)
-    names = [""] * (max(sym.values()) + 1)
+    if top >= 1 << 20 and top >= 2 * len(sym):
+        # (the names are a list indexed by id: a stray huge id would take gigabytes)
+        fail(f"id {top} of '{by_id[top]}' leaves most ids up to it unused ({len(sym)} symbols): "
+             "ids should be consecutive", path, top_line)
+    names = [""] * (top + 1)
     for s, i in sym.items():
         names[i] = s
     return sym, names

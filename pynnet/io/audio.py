@@ -7,6 +7,7 @@ exactly what Kaldi's ``WaveData`` holds, so features match Kaldi's.
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import shlex
@@ -119,6 +120,17 @@ def _parse_sphere_header(head: bytes, path: str) -> dict[str, str | int | float]
     fail("SPHERE header has no end_head", path)
 
 
+def _int_field(fields: dict[str, str | int | float], key: str, default: int, path: str) -> int:
+    """An integer field of a SPHERE header (a finite -r real is truncated, a -sN string parsed)."""
+    v = fields.get(key, default)
+    if isinstance(v, float):
+        return int(v) if math.isfinite(v) else fail(f"bad SPHERE header: {key}={v}", path)
+    if isinstance(v, str):
+        i = ascii_int(v.strip())
+        return i if i is not None else fail(f"bad SPHERE header: {key} '{v}' is not an integer", path)
+    return v
+
+
 def read_sphere(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     """Read a NIST SPHERE file: returns (samples int16 of shape (num_samples, num_channels), rate).
 
@@ -127,19 +139,21 @@ def read_sphere(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
-        first = f.read(16)
-        if not first.startswith(b"NIST_1A"):
-            fail("not a NIST SPHERE file (no NIST_1A header)", path)
-        try:
-            header_size = int(first[8:16].split(b"\n")[0])
-        except ValueError:
-            fail("bad SPHERE header size line", path)
-        f.seek(0)
-        head = f.read(header_size)
-        if len(head) < header_size:
-            fail("truncated SPHERE header", path)
-        fields = _parse_sphere_header(head, path)
-        data = f.read()
+        return sphere_from_bytes(f.read(), path)
+
+
+def sphere_from_bytes(raw: bytes, path: str) -> tuple[np.ndarray, int]:
+    """read_sphere of a file's bytes (e.g. a pipe's output); errors name ``path``."""
+    if not raw.startswith(b"NIST_1A"):
+        fail("not a NIST SPHERE file (no NIST_1A header)", path)
+    header_size = ascii_int(raw[8:16].split(b"\n")[0].decode("latin-1").strip())
+    if header_size is None or header_size < 16:
+        fail("bad SPHERE header size line", path)
+    head = raw[:header_size]
+    if len(head) < header_size:
+        fail("truncated SPHERE header", path)
+    fields = _parse_sphere_header(head, path)
+    data = raw[header_size:]
 
     coding = str(fields.get("sample_coding", "pcm")).strip().lower()
     if "shorten" in coding or data[:4] == b"ajkg":
@@ -147,12 +161,11 @@ def read_sphere(path: str | os.PathLike) -> tuple[np.ndarray, int]:
              "(e.g. 'sph2pipe -f wav -p x.sph x.wav' or 'w_decode -o pcm')", path)
     if "wavpack" in coding or "pculaw" in coding:
         fail(f"unsupported SPHERE sample_coding '{coding}'", path)
-    try:
-        channels = int(fields.get("channel_count", 1))
-        rate = int(fields["sample_rate"])
-        nbytes = int(fields.get("sample_n_bytes", 1 if coding in ("ulaw", "mu-law", "alaw") else 2))
-    except KeyError as e:
-        fail(f"SPHERE header lacks {e.args[0]}", path)
+    if "sample_rate" not in fields:
+        fail("SPHERE header lacks sample_rate", path)
+    channels = _int_field(fields, "channel_count", 1, path)
+    rate = _int_field(fields, "sample_rate", 0, path)
+    nbytes = _int_field(fields, "sample_n_bytes", 1 if coding in ("ulaw", "mu-law", "alaw") else 2, path)
     if channels < 1 or rate <= 0:
         fail(f"bad SPHERE header: channel_count={channels} sample_rate={rate}", path)
 
@@ -173,10 +186,11 @@ def read_sphere(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     else:
         fail(f"unsupported SPHERE sample_coding '{coding}'", path)
 
-    count = fields.get("sample_count")
     have = len(samples) // channels
-    if count is not None:
-        count = int(count)
+    if "sample_count" in fields:
+        count = _int_field(fields, "sample_count", 0, path)
+        if count < 0:
+            fail(f"bad SPHERE header: sample_count={count}", path)
         if have < count:
             fail(f"truncated SPHERE file: header says {count} samples per channel, data has {have}", path)
         have = count
@@ -257,11 +271,7 @@ def read_wav_bytes(data: bytes, name: str) -> tuple[np.ndarray, int]:
     if not data:
         fail("no audio data (empty output)", name)
     if data.startswith(b"NIST_1A"):
-        import tempfile
-        with tempfile.NamedTemporaryFile(suffix=".sph") as t:
-            t.write(data)
-            t.flush()
-            samples, rate = read_sphere(t.name)
+        samples, rate = sphere_from_bytes(data, name)
         return samples.astype(np.float32), rate
     try:
         arr, rate = sf.read(io.BytesIO(_fix_streamed_wav(data)), dtype="float32", always_2d=True)
@@ -431,8 +441,8 @@ def read_segments(path: str | os.PathLike) -> list[Segment]:
         channel = -1
         if len(f) == 4:
             channel = ascii_int(f[3])
-            if channel is None:
-                fail(f"channel must be an integer: '{f[3]}'", path, n)
+            if channel is None or channel < 0:
+                fail(f"channel must be an integer >= 0: '{f[3]}'", path, n)
         if start < 0:
             fail(f"negative start time {start}", path, n)
         if end != -1 and end <= start:
