@@ -135,3 +135,48 @@ def test_group_layout_and_slices_without_mpi():
         comm.rank = r
         got = reduce_scatter_slices(partials[0], comm, bounds, "test")
         assert torch.allclose(got, sum(partials)[:, a:b], atol=1e-6)
+
+
+def test_average_every_auto_chooses_logs_and_keeps_the_period(corpus, tmp_path):
+    """--average-every auto: the period from the calibration (the model's prediction for this
+    shape, minibatch and K), logged, kept in the checkpoint; a job killed and rerun keeps it
+    whatever the file says then."""
+    import json
+
+    from pynnet.parallel.perfmodel import ModelShape, auto_average_every, load_calibration
+
+    root, data, ali = corpus
+    cal = tmp_path / "hw.json"
+    r = _run([TRAIN.replace("pynnet-nnet-train", "pynnet-parallel-model"), "--calibrate", "--quick",
+              "--out", cal], timeout=120)
+    assert r.returncode == 0, r.stderr
+    shape = ModelShape(66, (48, 48), 12)
+    want, share = auto_average_every(load_calibration(str(cal)), shape, 64, 2, 0.5)
+    opts = ("--average-every", "auto", "--calibration", str(cal), "--comm-share", "0.5", "--minibatch-size", "64")
+    one = root / "avg_auto_1"
+    r = _run(_cmd(one, data, ali, "--max-epochs", "1", *opts, k=2))
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stderr.splitlines() if "--average-every auto:" in x)
+    assert f"every {want} minibatches" in line and "target 50.0%" in line and str(cal) in line
+    ck = torch.load(one / "checkpoint.pt", weights_only=False)
+    assert [p["sync"]["every"] for p in ck["ranks"]] == [want, want] and ck["cfg"]["average_every"] == 0
+    # killed and rerun after the file changed (another machine's figures: a longer period): the
+    # period the run started with
+    exp = root / "avg_auto_2"
+    kill_job_mid_epoch(exp, _cmd(exp, data, ali, "--max-epochs", "2", *opts, k=2))
+    doc = json.loads(cal.read_text())
+    doc["link_bw"], doc["latency"] = doc["link_bw"] / 1000, doc["latency"] * 10
+    cal.write_text(json.dumps(doc))
+    assert auto_average_every(load_calibration(str(cal)), shape, 64, 2, 0.5)[0] > want
+    r = _run(_cmd(exp, data, ali, "--max-epochs", "2", *opts, k=2))
+    assert r.returncode == 0, r.stderr
+    assert "resuming from" in r.stderr and "--average-every auto:" not in r.stderr
+    ck = torch.load(exp / "checkpoint.pt", weights_only=False)
+    assert [p["sync"]["every"] for p in ck["ranks"]] == [want, want]
+    # bad input: no calibration; an unreadable one
+    for extra, msg in (((), "--average-every auto needs --calibration FILE"),
+                       (("--calibration", str(tmp_path / "none.json")), "none.json")):
+        r = _run([TRAIN, "--num-workers", "2", "--average-every", "auto", *extra, data, ali, tmp_path / "e"])
+        assert r.returncode == 1 and r.stderr.count("ERROR") == 1 and msg in r.stderr, r.stderr
+    r = _run([TRAIN, "--num-workers", "2", "--average-every", "often", data, ali, tmp_path / "e"])
+    assert r.returncode == 1 and "--average-every: expected an integer or auto, got 'often'" in r.stderr

@@ -153,7 +153,13 @@ def train_main(argv: list[str] | None = None) -> int:
                    help="1bit: each minibatch in two halves, one exchanged while the next is computed")
     g.add_argument("--error-feedback", default="true", choices=["true", "false"],
                    help="1bit, average-1bit: carry each value's quantization error into the next exchange")
-    g.add_argument("--average-every", type=int_opt, default=d.average_every, help="minibatches between averages")
+    g.add_argument("--average-every", default=str(d.average_every),
+                   help="minibatches between averages, or auto: the period at which the averages take "
+                        "--comm-share of the step time, predicted from --calibration")
+    g.add_argument("--comm-share", type=float_opt, default=d.comm_share,
+                   help="--average-every auto: the averages' target share of the step time (default 0.05)")
+    g.add_argument("--calibration", default="",
+                   help="--average-every auto: this machine's constants (pynnet-parallel-model --calibrate --out FILE)")
     g.add_argument("--lr-scaling", default=d.lr_scaling, choices=["linear", "sqrt", "none"],
                    help="learning rate times K, sqrt(K) or 1 with K workers")
     g.add_argument("--model-parallel", type=int_opt, default=d.model_parallel,
@@ -175,7 +181,15 @@ def train_main(argv: list[str] | None = None) -> int:
     if auto_mb:
         _check_positive(a, "auto_minibatch_every_hours", "auto_minibatch_trial_hours", "auto_minibatch_min")
         _check_not_negative(a, "auto_minibatch_margin")
-    _check_positive(a, "num_workers", "average_every", "model_parallel")
+    auto_avg = a.average_every == "auto"
+    if auto_avg:
+        a.average_every = 0
+    elif ascii_int(a.average_every) is None:
+        fail(f"--average-every: expected an integer or auto, got '{a.average_every}'")
+    else:
+        a.average_every = ascii_int(a.average_every)
+        _check_positive(a, "average_every")
+    _check_positive(a, "num_workers", "model_parallel")
     if a.num_workers % a.model_parallel:
         fail(f"--model-parallel {a.model_parallel} must divide --num-workers {a.num_workers}")
     if a.comm_timeout is not None and not a.comm_timeout > 0:
@@ -224,6 +238,17 @@ def train_main(argv: list[str] | None = None) -> int:
     if a.num_workers > 1:   # (one worker: the parallel options do not apply, nor enter the checkpoint)
         cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling, cfg.model_parallel = \
             a.num_workers, a.sync, a.average_every, a.lr_scaling, a.model_parallel
+        if auto_avg and a.sync in ("average", "average-1bit") and a.num_workers > a.model_parallel:
+            if not 0.0 < a.comm_share < 1.0:
+                fail(f"--comm-share must be in (0, 1), not {a.comm_share}")
+            if not a.calibration:
+                fail("--average-every auto needs --calibration FILE (pynnet-parallel-model --calibrate --out FILE "
+                     "measures this machine; steps/nnet/train.sh runs it)")
+            from pynnet.parallel.perfmodel import load_calibration
+            load_calibration(a.calibration)   # (a bad file: one line, before any data is read)
+            cfg.comm_share, cfg.calibration = a.comm_share, os.path.abspath(a.calibration)
+        elif auto_avg:
+            cfg.average_every = 10   # (no averages to space: the option does not apply)
         if a.model_parallel > 1:
             if a.optimizer == "adagrad" and a.sync != "1bit":
                 fail("--model-parallel trains with --optimizer ngsgd or sgd (adagrad only with --sync 1bit)")

@@ -53,7 +53,9 @@ class TrainConfig:
     # data-parallel training (pynnet.parallel; one worker: ignored)
     num_workers: int = 1
     sync: str = "average"             # average | allreduce | average-1bit
-    average_every: int = 10           # minibatches between averages
+    average_every: int = 10           # minibatches between averages (0: auto, from the calibration)
+    comm_share: float = 0.05          # --average-every auto: the averages' target share of the step time
+    calibration: str = ""             # --average-every auto: pynnet-parallel-model --calibrate's file
     lr_scaling: str = "linear"        # the learning rate times K | sqrt(K) | 1
     model_parallel: int = 1           # ranks that split every layer between them (K / this: data parallel)
     # --minibatch-size auto (CNTK's AutoAdjust; --minibatch-size is then the smallest size)

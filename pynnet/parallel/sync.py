@@ -193,24 +193,56 @@ class ParallelSync(Synchronizer):
 
 
 class AverageSync(ParallelSync):
+    """``average_every`` 0 (``--average-every auto``): the period is chosen at the start from
+    ``auto`` = (calibration file, target share of the step time, minibatch) by the calibrated
+    model of our training (pynnet.parallel.perfmodel) when first needed, logged, and kept in the
+    checkpoints (a resumed run averages as it started, whatever the calibration file says then)."""
     mode = "average"
 
-    def __init__(self, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear"):
+    def __init__(self, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear",
+                 auto: tuple[str, float, int] | None = None):
         super().__init__(comm, lr_scaling)
-        self.every = average_every
+        if average_every == 0 and auto is None:
+            raise PynnetError("--average-every auto needs a calibration file")
+        self.every, self.auto = average_every, auto
 
     def setup(self, model: Dnn, opt: Optimizer) -> None:
         super().setup(model, opt)
         self.flat = flatten_parameters(model, extra=1)   # + the failure flag
 
+    def period(self) -> int:
+        """--average-every (auto: chosen now, unless a checkpoint's was restored)."""
+        if self.every == 0:
+            self.every = self._auto_period()
+        return self.every
+
+    def _auto_period(self) -> int:
+        from pynnet.parallel.perfmodel import ModelShape, auto_average_every, load_calibration
+        path, share, minibatch = self.auto
+        model = self.model
+        a = model.arch
+        shape = ModelShape(model.transform.output_dim, tuple(a["hidden_dims"]), a["output_dim"])
+        every, predicted = auto_average_every(load_calibration(path), shape, minibatch, self.size, share,
+                                              onebit=self.mode == "average-1bit")
+        if self.is_writer:
+            log(f"--average-every auto: every {every} minibatches (predicted: the averages take "
+                f"{100 * predicted:.1f}% of the step time, target {100 * share:.1f}%; calibration {path})")
+        return every
+
+    def state_dict(self) -> dict:
+        return {"every": self.period()}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.every = s.get("every", self.every)
+
     def checkpoint_due(self, step: int, every: int) -> bool:
         # only right after an average, when every replica is the same model
-        every = -(-every // self.every) * self.every
+        every = -(-every // self.period()) * self.period()
         return step % every == 0
 
     def after_update(self, step: int, model: Dnn, optimizer: Optimizer) -> str | None:
         self.updates_since_sync += 1
-        if step % self.every:
+        if step % self.period():
             return None
         return self._average(step)
 
@@ -273,8 +305,8 @@ class OneBitAverageSync(AverageSync):
     mode = "average-1bit"
 
     def __init__(self, comm: Communicator, average_every: int = 10, lr_scaling: str = "linear",
-                 error_feedback: bool = True):
-        super().__init__(comm, average_every, lr_scaling)
+                 error_feedback: bool = True, auto: tuple[str, float, int] | None = None):
+        super().__init__(comm, average_every, lr_scaling, auto)
         self.error_feedback = error_feedback
 
     def setup(self, model: Dnn, opt: Optimizer) -> None:
@@ -308,12 +340,13 @@ class OneBitAverageSync(AverageSync):
         return None
 
     def state_dict(self) -> dict:
-        return {"residuals": [q.residual.clone() for q in self.quantizers]}
+        return {"residuals": [q.residual.clone() for q in self.quantizers], "every": self.period()}
 
     def load_state_dict(self, s: dict) -> None:
         """After the model was restored: the residuals of the checkpoint, the reference = the model."""
         for q, r in zip(self.quantizers, s["residuals"]):
             q.residual.copy_(r)
+        self.every = s.get("every", self.every)
         self._take_reference()
 
 
@@ -546,12 +579,13 @@ class OneBitSgdSync(ParallelSync):
 def make_sync(cfg, comm: Communicator) -> ParallelSync:
     """The synchronizer of ``cfg.sync`` (a TrainConfig) over ``comm``."""
     mode = cfg.sync
+    auto = (cfg.calibration, cfg.comm_share, cfg.minibatch_size) if cfg.average_every == 0 else None
     if mode == "average":
-        return AverageSync(comm, cfg.average_every, cfg.lr_scaling)
+        return AverageSync(comm, cfg.average_every, cfg.lr_scaling, auto)
     if mode == "allreduce":
         return AllreduceSync(comm, cfg.lr_scaling)
     if mode == "average-1bit":
-        return OneBitAverageSync(comm, cfg.average_every, cfg.lr_scaling, cfg.error_feedback)
+        return OneBitAverageSync(comm, cfg.average_every, cfg.lr_scaling, cfg.error_feedback, auto)
     if mode == "1bit":
         return OneBitSgdSync(comm, cfg.double_buffering, cfg.error_feedback, cfg.momentum)
     raise PynnetError(f"--sync must be one of {', '.join(SYNC_MODES)}, not '{mode}'")

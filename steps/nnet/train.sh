@@ -39,7 +39,11 @@ device=cpu           # cpu | cuda
 num_workers=1        # K ranks started by --mpirun (1: one process, no MPI)
 sync=average         # average (model averaging, Su & Chen) | allreduce (fp32 gradients) | average-1bit
                      # | 1bit (1-bit SGD, Seide et al.: --optimizer adagrad|sgd, global --minibatch-size)
-average_every=10     # minibatches between averages
+average_every=10     # minibatches between averages, or auto: the period at which the averages take
+                     # --comm-share of the step time, by the calibrated model (pynnet-parallel-model)
+comm_share=0.05      # --average-every auto: the averages' target share of the step time
+calibration=         # --average-every auto: pynnet-parallel-model --calibrate's file (empty: measured
+                     # into <exp-dir>/calibration.json once, before the training)
 double_buffering=false  # 1bit: exchange one half-minibatch's gradient while computing the next
 error_feedback=true  # 1bit, average-1bit: carry the quantization error into the next exchange
 lr_scaling=linear    # learning rate times K | sqrt(K) | 1 (none)
@@ -87,7 +91,9 @@ Options:
   --device <cpu|cuda>          # (default $device)
   --num-threads <n>            # threads per training process (default 1; with --num-workers K: cores / K)
   --num-workers <K>            # data-parallel ranks (default 1), started by --mpirun (default: mpiexec -n K)
-  --sync <average|allreduce|average-1bit|1bit>  --average-every <n>  --lr-scaling <linear|sqrt|none>
+  --sync <average|allreduce|average-1bit|1bit>  --average-every <n|auto>  --lr-scaling <linear|sqrt|none>
+  --comm-share <f>  --calibration <file>   (--average-every auto)
+  --model-parallel <M>         # split every layer over groups of M workers (default 1)
   --double-buffering <true|false>  --error-feedback <true|false>   (1bit)
   --comm-backend <mpi|torch>  --comm-timeout <s>  --mpirun <launcher command>
   --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
@@ -175,6 +181,17 @@ if [ "$num_workers" -gt 1 ]; then
          --model-parallel "$model_parallel"
          --double-buffering "$double_buffering" --error-feedback "$error_feedback" --comm-backend "$comm_backend")
   [ -n "$comm_timeout" ] && opts+=(--comm-timeout "$comm_timeout")
+  if [ "$average_every" = auto ]; then
+    if [ -z "$calibration" ]; then
+      calibration=$dir/calibration.json
+      if [ ! -f "$calibration" ]; then
+        echo "$0: --average-every auto: measuring this machine into $calibration (log: $dir/log/calibrate.log)"
+        pynnet-parallel-model --calibrate --out "$calibration" > "$dir/log/calibrate.log" 2>&1 || {
+          echo "$0: the calibration failed: $(grep -m1 '^ERROR' "$dir/log/calibrate.log") (see $dir/log/calibrate.log)" >&2; exit 1; }
+      fi
+    fi
+    opts+=(--comm-share "$comm_share" --calibration "$calibration")
+  fi
   launch=(pynnet-mpirun --num-workers "$num_workers" --comm-backend "$comm_backend" --log-dir "$dir/log"
           --mpirun "${mpirun:-mpiexec -n $num_workers}" --)
 fi
