@@ -305,9 +305,16 @@ def read_audio_file(path: str | os.PathLike) -> tuple[np.ndarray, int]:
 # ----------------------------------------------------------------------------------------------
 # wav.scp entries (Kaldi rxfilenames)
 
-def _sph2pipe_fallback(command: str) -> tuple[np.ndarray, int] | None:
+def _sph2pipe_fallback(command: str, where: str = "") -> tuple[np.ndarray, int] | None:
     """If ``command`` is a lone ``sph2pipe [opts] file.sph`` and sph2pipe is not installed, do what
-    it would do in Python (Switchboard/Fisher wav.scp files look like this). None: not applicable."""
+    it would do in Python (Switchboard/Fisher wav.scp files look like this). None: not applicable.
+    A bad option value is an error naming ``where`` (the wav.scp line)."""
+    def number(v: str, parse, what: str, empty: int | None = None):
+        x = parse(v) if v else empty
+        if x is None or not math.isfinite(x):
+            fail(f"sph2pipe {what} '{v}': not a number in '{command}'", where or command)
+        return x
+
     if any(c in command for c in "|;&<>`$"):
         return None
     try:
@@ -330,13 +337,13 @@ def _sph2pipe_fallback(command: str) -> tuple[np.ndarray, int] | None:
                 return None
             v = tokens[i + 1]
             if t == "-c":
-                channel = int(v)
+                channel = number(v, ascii_int, "-c")
             elif t in ("-t", "-s"):
                 a, _, b = v.partition(":")
                 if t == "-t":
-                    time_range = (float(a or 0), float(b) if b else None)
+                    time_range = (number(a, ascii_float, "-t", 0), number(b, ascii_float, "-t") if b else None)
                 else:
-                    sample_range = (int(a or 0), int(b) if b else None)
+                    sample_range = (number(a, ascii_int, "-s", 0), number(b, ascii_int, "-s") if b else None)
             i += 2
         elif t in ("-p", "-h"):   # -p: 16-bit PCM output, which is what we decode to anyway
             i += 1
@@ -347,6 +354,8 @@ def _sph2pipe_fallback(command: str) -> tuple[np.ndarray, int] | None:
             i += 1
     if len(files) != 1:
         return None
+    if not os.path.isfile(files[0]):
+        fail(f"sph2pipe: no such file '{files[0]}'", where or command)
     samples, rate = read_sphere(files[0])
     if channel is not None:
         if not 1 <= channel <= samples.shape[1]:
@@ -383,7 +392,7 @@ def read_rxfilename(rx: str, name: str = "") -> tuple[np.ndarray, int]:
         command = rx[:-1].strip(FIELD_SEPS)
         if not command:
             fail("empty command before '|'", where)
-        direct = _sph2pipe_fallback(command)
+        direct = _sph2pipe_fallback(command, where)
         if direct is not None:
             return direct
         return read_wav_bytes(_run_pipe(command, where), where)
