@@ -402,6 +402,27 @@ def test_prepare_lang_fails_without_a_lang_dir(files):
         assert not temp_leftovers(top)
 
 
+_PLAIN_LEXICON = b"<unk> SPN\n!SIL SIL\ncab K AE1 B\nbaa B AA1\nbaa B AA1 AA0\nhello HH AH0 L OW1\n"
+
+
+@fuzz(40)
+@given(lexicon=any_input(_PHONE_TOKENS + ["AA1", "AE1", "!SIL"], st.just(_PLAIN_LEXICON)))
+def test_prepare_dict_writes_a_valid_dict_dir_or_nothing(lexicon):
+    """pynnet-prepare-dict: a dict dir that read_dict_dir takes, or no dict dir and no temp dir."""
+    from pynnet.bin.custom import prepare_dict_main
+    from pynnet.hmm.lang import read_dict_dir
+
+    with scratch() as top:
+        lex = put(top, "lexicon.txt", lexicon)
+        dict_dir = os.path.join(top, "dict")
+        rc, err = run_cli(prepare_dict_main, [lex, dict_dir])
+        if rc != 0:
+            assert has_error(err) and not os.path.exists(dict_dir), err
+        else:
+            read_dict_dir(dict_dir)
+        assert sorted(os.listdir(top)) == sorted(["lexicon.txt"] + (["dict"] if rc == 0 else []))
+
+
 @fuzz(100)
 @given(data=any_input(["<eps>", "a", "b", "#0", "0", "1", "2", "3", "2147483647", "2147483648"],
                       st.just(b"<eps> 0\na 1\nb 2\n#0 3\n")))
@@ -597,7 +618,8 @@ _SPH_FIELDS = ["sample_count -i 10", "sample_rate -i 8000", "channel_count -i 1"
                "sample_coding -s4 alaw", "sample_byte_format -s2 10", "sample_byte_format -s2 01",
                "sample_rate -r 8000.0", "sample_count -i -5", "channel_count -s1 x", "sample_rate -i 0",
                "sample_rate -r nan", "sample_rate -r inf", "sample_count -r 1e30", "sample_coding -s99 pcm",
-               "sample_count -i 99999999999999999999", "channel_count -i 99999999999999999999", "x -z 1", "; comment", "", "end_head"]
+               "sample_count -i 99999999999999999999", "channel_count -i 99999999999999999999", "x -z 1",
+               "; comment", "", "end_head"]
 
 
 @st.composite
@@ -775,6 +797,15 @@ def test_lattice_reader_never_crashes(data, gz):
             reads_or_fails(best_paths, lat, [10.0, 12.0], [0.0, 0.5], names="")
 
 
+def _arcs(lat) -> list[tuple]:
+    return sorted(zip(lat.src.tolist(), lat.dst.tolist(), lat.ilabel.tolist(), lat.olabel.tolist(),
+                      lat.graph.tolist(), lat.acoustic.tolist()))
+
+
+def _finals(lat) -> list[tuple]:
+    return sorted(zip(lat.final_state.tolist(), lat.final_graph.tolist(), lat.final_acoustic.tolist()))
+
+
 @fuzz(100)
 @given(lats=st.dictionaries(ID, lattice(), min_size=1, max_size=3))
 def test_lattice_write_read_round_trip(lats):
@@ -786,10 +817,7 @@ def test_lattice_write_read_round_trip(lats):
     assert list(back) == list(lats)
     for k, lat in lats.items():
         b = back[k]
-        arcs = lambda x: sorted(zip(x.src.tolist(), x.dst.tolist(), x.ilabel.tolist(), x.olabel.tolist(),  # noqa: E731
-                                    x.graph.tolist(), x.acoustic.tolist()))
-        finals = lambda x: sorted(zip(x.final_state.tolist(), x.final_graph.tolist(), x.final_acoustic.tolist()))  # noqa: E731
-        assert arcs(b) == arcs(lat) and finals(b) == finals(lat)
+        assert _arcs(b) == _arcs(lat) and _finals(b) == _finals(lat)
         # (the text form cannot say which state starts a lattice whose start state has neither
         # arcs nor a final weight, as in Kaldi: such a lattice has no path either way)
         if (lat.src == lat.start).any() or (lat.final_state == lat.start).any():
@@ -1030,6 +1058,44 @@ def test_wer_transcripts_and_vocab_never_crash(data):
         reads_or_fails(read_sentences, path, True, names=path)
 
 
+_SLURM_CONF = b"""command sbatch --export=PATH --ntasks-per-node=1
+option time=* --time $0
+option mem=* --mem-per-cpu $0
+option mem=0
+option num_threads=* --cpus-per-task $0 --ntasks-per-node=1
+option num_threads=1 --cpus-per-task 1 --ntasks-per-node=1
+option max_jobs_run=* --array-throttle $0
+default gpu=0
+option gpu=0 -p shared
+option gpu=* -p gpu --gres=gpu:$0 --time 4:0:0  # this has to be figured out
+"""
+
+
+@fuzz(100)
+@given(data=any_input(["command", "option", "default", "sbatch", "time=*", "gpu=0", "$0", "#"], st.just(_SLURM_CONF)))
+def test_slurm_conf_never_crashes(data):
+    """conf/slurm.conf (slurm.pl --config): read, or refused with slurm.pl's usage error naming it."""
+    from pynnet.bin.jobs import UsageError, read_slurm_config
+
+    with scratch() as d:
+        path = put(d, "slurm.conf", data)
+        try:
+            read_slurm_config(path)
+        except UsageError as e:
+            assert str(e).startswith(path) and "\n" not in str(e), str(e)
+
+
+@fuzz(100)
+@given(opts=st.one_of(st.text(max_size=40), st.lists(st.sampled_from(
+    ["--norm-means=true", "--norm-vars=false", "--norm-vars=true", "--norm-means", "'", '"', "--x=1", "=", " "]),
+    max_size=4).map(" ".join)))
+def test_cmvn_opts_never_crash(opts):
+    """An exp dir's cmvn_opts, as the GMM programs take it (--cmvn-opts "$(cat cmvn_opts)")."""
+    from pynnet.hmm.train import parse_cmvn_opts
+
+    reads_or_fails(parse_cmvn_opts, opts, names="CMVN option")
+
+
 # ----------------------------------------------------------------------------------------------
 # Regression tests: the crashes the properties above found, as plain examples
 # ----------------------------------------------------------------------------------------------
@@ -1214,3 +1280,32 @@ def test_sph2pipe_bad_option_values_and_missing_file_are_errors(tmp_path):
                   match="sph2pipe: no such file", names="wav.scp:4:")
     samples, _ = read_rxfilename(f"sph2pipe -f wav -p -c 2 -s 10:20 {sph} |", "wav.scp:5")
     assert samples.shape == (10, 1)
+
+
+def test_slurm_conf_bad_utf8_is_a_usage_error(tmp_path):
+    from pynnet.bin.jobs import UsageError, read_slurm_config
+
+    p = tmp_path / "slurm.conf"
+    p.write_bytes(b"command sbatch\noption time=* --time $0 \xff\n")
+    with pytest.raises(UsageError, match=f"^{re.escape(str(p))}:2: not valid UTF-8$"):
+        read_slurm_config(str(p))
+
+
+def test_cmvn_opts_unbalanced_quote_is_an_error():
+    from pynnet.hmm.train import parse_cmvn_opts
+
+    with pytest.raises(PynnetError, match="cannot parse the CMVN options '--norm-vars=\"true'"):
+        parse_cmvn_opts('--norm-vars="true')
+    assert parse_cmvn_opts("--norm-vars=true") == (True, True)
+
+
+def test_binary_lattice_corrupt_type_string_is_a_one_line_error(tmp_path):
+    import struct
+
+    from pynnet.decode.lattice import read_lattice_ark
+
+    p = tmp_path / "lat.1"
+    p.write_bytes(b"utt1 " + struct.pack("<i", 2125659606) + struct.pack("<i", 6) + b"vector"
+                  + struct.pack("<i", 9) + b"latti\ne4\xff" + b"\0" * 64)
+    msg = _fails_naming(read_lattice_ark, f"ark:{p}", match="unsupported binary FST", names=str(p))
+    assert "arc type latti\\ne4\\xff)" in msg

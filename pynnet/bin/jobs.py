@@ -388,8 +388,13 @@ def read_slurm_config(path: str, text: str | None = None
     options: dict[str, dict[str, list[str]]] = {}
     defaults: dict[str, str] = {}
     if text is None:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data.count(b"\n", 0, e.start) + 1
+            raise UsageError(f"{path}:{line}: not valid UTF-8") from None
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:

@@ -440,8 +440,9 @@ def _read_binary_lattice(b: _Bytes, where: str) -> Lattice:
     fst_type = _read_fst_string(b).decode("latin-1")
     arc_type = _read_fst_string(b).decode("latin-1")
     if fst_type != "vector" or arc_type not in ("lattice4", "compactlattice44"):
-        fail(f"unsupported binary FST ({fst_type}, arc type {arc_type}): expected a Kaldi Lattice "
-             "or CompactLattice (lattice4 / compactlattice44)", where)
+        # (ascii(): a corrupt type string may hold line ends, and the error is one line)
+        fail(f"unsupported binary FST ({ascii(fst_type)[1:-1]}, arc type {ascii(arc_type)[1:-1]}): expected a "
+             "Kaldi Lattice or CompactLattice (lattice4 / compactlattice44)", where)
     b.unpack(_I32)                                  # version
     (flags,) = b.unpack(_I32)
     b.unpack(_U64)                                  # properties

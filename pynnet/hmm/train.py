@@ -29,7 +29,11 @@ __all__ = ["parse_cmvn_opts", "gmm_features", "feature_dim", "init_mono", "monop
 def parse_cmvn_opts(cmvn_opts: str) -> tuple[bool, bool]:
     """Kaldi apply-cmvn options (``--norm-means=true --norm-vars=false``) -> (norm_means, norm_vars)."""
     norm_means, norm_vars = True, False
-    for o in shlex.split(cmvn_opts or ""):
+    try:
+        opts = shlex.split(cmvn_opts or "")
+    except ValueError as e:   # an unbalanced quote
+        raise PynnetError(f"cannot parse the CMVN options '{cmvn_opts}': {e}") from None
+    for o in opts:
         name, _, val = o.partition("=")
         if name not in ("--norm-means", "--norm-vars") or val not in ("true", "false"):
             raise PynnetError(f"unsupported CMVN option '{o}' (only --norm-means=true|false, --norm-vars=true|false)")
