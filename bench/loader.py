@@ -18,7 +18,7 @@ loader_overhead = 1 - (c) / (b): the share of training speed the data path costs
 alternate --rounds times; the fastest of each counts (the VM's speed drifts). Prints ONE JSON
 line last.
 
-    python bench/loader.py [--utts 2000] [--threads 2] [--rounds 2] [--quick]
+    python bench/loader.py [--utts 2000] [--threads 2] [--rounds 3] [--quick]
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def main() -> int:
     p.add_argument("--utts", type=int, default=2000, help="utterances of 50-150 frames (default ~200k frames)")
     p.add_argument("--speakers", type=int, default=100)
     p.add_argument("--threads", type=int, default=2, help="torch threads of the training (the recipe's 2)")
-    p.add_argument("--rounds", type=int, default=2, help="rounds of (in-memory steps, one epoch with the loader)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of (in-memory steps, one epoch with the loader)")
     p.add_argument("--quick", action="store_true", help="a few hundred utterances, one round (smoke test)")
     a = p.parse_args()
     if a.quick:

@@ -243,11 +243,13 @@ def targets(R: Results) -> list[tuple[str, str, str, bool, str]]:
     out = []
     for mb in (256, 1024):
         f, ceil = tp[f"peak_fraction_ngsgd_mb{mb}"], tp[f"gemm_only_fraction_mb{mb}"]
+        sgd = tp[f"peak_fraction_sgd_mb{mb}"]
         out.append(("4", f"NG-SGD >= 0.85 of the GEMM peak, minibatch {mb} (46M DNN, {tp['threads']} threads)",
                     f"{f:.3f}", f >= 0.85,
-                    f"the step's GEMMs alone reach {ceil:.3f} of the peak in the same rounds, plain SGD "
-                    f"{tp[f'peak_fraction_sgd_mb{mb}']:.3f}: the VM's GEMM rate moves by more than the distance "
-                    "to the target between rounds"))
+                    f"machine-bound: the step's GEMMs alone reach only {ceil:.3f} of the peak on this BLAS "
+                    "(the ceiling of any training step)" if ceil < 0.85 else
+                    f"the step's GEMMs alone reach {ceil:.3f} and plain SGD {sgd:.3f} in the same rounds: NG-SGD's "
+                    "preconditioner (low-rank products, ~3% of the FLOPs, at skinny shapes) costs the rest"))
     for mb in (256, 1024):
         o = tp[f"ngsgd_overhead_mb{mb}"]
         out.append(("4", f"NG-SGD overhead <= 10% over plain SGD, minibatch {mb} (fastest steps)", pct(o), o <= 0.10,
@@ -257,11 +259,16 @@ def targets(R: Results) -> list[tuple[str, str, str, bool, str]]:
         out.append(("2", f"{k.upper() if k == 'mfcc' else 'fbank'} extraction >= 500x real time per core "
                     "(8 kHz, the built-in corpus, whole program)", f"{x:.0f}x", x >= 500, ""))
     ind, s10 = par["speedup_independent"], par["speedup_avg10"]
-    out.append(("15", "2 workers over 1, averaging every 10 (`speedup_avg10`) >= 1.9", f"{s10:.2f}", s10 >= 1.9,
-                f"machine-bound: two ranks that never communicate reach only {ind:.2f} here (the two cores share "
-                f"memory bandwidth and caches), so 1.9 is out of reach of any synchronisation; averaging every 10 "
-                f"runs at {s10 / ind:.2f} of that ceiling" if ind < 1.9 else
-                f"the ceiling here (two ranks that never communicate) is {ind:.2f}"))
+    if ind > s10 * 1.02:
+        why = (f"machine-bound: two ranks that never communicate reach only {ind:.2f} here (the two cores share "
+               f"memory bandwidth and caches), so 1.9 is out of reach of any synchronisation; averaging every 10 "
+               f"runs at {s10 / ind:.2f} of that ceiling") if ind < 1.9 else \
+            f"the ceiling here (two ranks that never communicate) is {ind:.2f}: the synchronisation costs the rest"
+    else:
+        why = (f"the ceiling measured in this run (two ranks that never communicate: {ind:.2f}) came out no "
+               "higher than averaging every 10 itself, so the machine's speed changed between the two "
+               "measurements (other load): this run cannot say how much is the machine's; rerun on a quiet machine")
+    out.append(("15", "2 workers over 1, averaging every 10 (`speedup_avg10`) >= 1.9", f"{s10:.2f}", s10 >= 1.9, why))
     for key, what in (("fps_ratio_allreduce_vs_ddp", "our fp32 allreduce / torch DistributedDataParallel (gloo)"),
                       ("fps_ratio_avg10_vs_torch_averager",
                        "our averaging every 10 / torch PeriodicModelAverager (post-local SGD)")):
@@ -273,11 +280,12 @@ def targets(R: Results) -> list[tuple[str, str, str, bool, str]]:
     q = par["quantize_fraction_mb1024"]
     out.append(("16", "1-bit quantize + pack + unpack of the 46M gradient <= 0.10 of a minibatch of 1024's compute, "
                 "one thread (`quantize_fraction_mb1024`)", f"{q:.3f}", q <= 0.10, ""))
-    errs = [abs(r["error"]) for r in R.compare["rows"] if not r["share"]]
-    within = sum(e <= 0.2 for e in errs)
+    rows = [r for r in R.compare["rows"] if not r["share"]]
+    off = [r for r in rows if abs(r["error"]) > 0.2]
     out.append(("18", "the calibrated model predicts bench/parallel.py's frames/s and speed-ups within 20%",
-                f"{within} of {len(errs)} (largest error {pct(max(errs)) if errs else '-'})",
-                bool(errs) and within == len(errs), "the rows below say which"))
+                f"{len(rows) - len(off)} of {len(rows)} (largest error "
+                f"{pct(max((abs(r['error']) for r in rows), default=0.0))})", bool(rows) and not off,
+                "outside: " + ", ".join(f"{r['key']} {100 * r['error']:+.0f}%" for r in off)))
     return out
 
 
@@ -487,8 +495,11 @@ def render(R: Results, out_md: str) -> list[str]:
         share = pct(par[f"comm_fraction_{m}"])
         if m == "1bit_db":
             share += f" waited; {pct(par['comm_hidden_fraction_db'], 0)} of the exchanges hidden"
+        nbytes = num(par[f"bytes_per_frame_{m}"])
+        if not par[f"bytes_per_frame_{m}"]:
+            nbytes += f" (no exchange in the run's {par['steps']} minibatches)"
         rows.append([("**" + what + "**" if m == "avg10" else what).format(mb1=mb1), f"{s:.2f}", f"{s / 2:.2f}",
-                     f"{s / ind:.2f}", share, num(par[f"bytes_per_frame_{m}"])])
+                     f"{s / ind:.2f}", share, nbytes])
     for n in sorted(SEIDE_TABLE5):
         one, eight = SEIDE_TABLE5[n]
         rows.append([f"Seide et al. Table 5: 1-bit SGD on 8 K20X GPUs, N = {n}", f"{eight / one:.1f}",
@@ -662,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     R = Results(a.results)
     for path in write(R, a.out):
-        print(f"wrote {os.path.relpath(path)}", file=sys.stderr)
+        rel = os.path.relpath(path)
+        print(f"wrote {path if rel.startswith('..') else rel}", file=sys.stderr)
     return 0
 
 

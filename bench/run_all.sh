@@ -107,10 +107,10 @@ seide_model() {
 rm -f "$out/decode_threads.json" "$out/decode_threads.cmd"
 if $quick; then
   cal_opts=(--quick); tp_opts=(--quick --steps 2); loader_opts=(--quick)
-  par_opts=(--steps 2 --minibatch 32 --steps-1bit 2 --minibatch-1bit 128); feat_opts=(--seconds 10 --repeats 1)
+  par_opts=(--steps 10 --minibatch 16 --steps-1bit 2 --minibatch-1bit 64); feat_opts=(--seconds 10 --repeats 1)
 else
   cal_opts=(); tp_opts=(); loader_opts=()
-  par_opts=(--steps 30 --minibatch 128); feat_opts=(--repeats 3)
+  par_opts=(--steps 50 --minibatch 128); feat_opts=(--repeats 3)
 fi
 # (the calibration writes its file itself: that file is its result)
 step calibration pynnet-parallel-model --calibrate --out "$out/calibration.json" "${cal_opts[@]}"
