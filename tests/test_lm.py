@@ -229,7 +229,7 @@ def test_integers_are_ascii_as_kaldi_reads_them(tmp_path):
             read_vocab(str(vocab))
     # '\data\' lines are split as Kaldi's ARPA reader splits them: 'ngram', N, '=', count
     arpa = tmp_path / "lm.arpa"
-    body = "\n\\1-grams:\n-99 <s> -0.5\n-0.5 </s>\n-0.3 a\n\n\\end\\\n"
+    body = "\n\\1-grams:\n-99 <s>\n-0.5 </s>\n-0.3 a\n\n\\end\\\n"
     arpa.write_text("\\data\\\nngram\t1 =  3\n" + body, encoding="utf-8")
     assert set(BackoffLM.read_arpa(str(arpa)).probs[1]) == {("<s>",), ("</s>",), ("a",)}
     for data, msg in (("ngram 1=\u00b3", "bad ngram count line"), ("ngram \u0661=3", "bad ngram count line"),

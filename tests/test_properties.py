@@ -473,8 +473,7 @@ def test_arpa_reader_never_crashes(data):
         path = put(d, "lm.arpa", data)
         lm = reads_or_fails(BackoffLM.read_arpa, path, names=path)
         if lm is not None:
-            # (-inf log-probabilities are valid ARPA, as in Kaldi's reader: probability 0)
-            assert all(isinstance(lm.logprob(w, ("<s>",)), float) for w in ("a", "b", "zz", "</s>"))
+            assert all(math.isfinite(lm.logprob(w, ("<s>",))) for w in ("a", "b", "zz", "</s>"))
             perplexity(lm, [["a", "b"], ["zz"]])
 
 
@@ -514,6 +513,55 @@ def test_train_lm_fails_without_an_output(text, order, gz):
         if rc != 0:
             assert has_error(err) and not os.path.exists(out), err
         assert not temp_leftovers(d)
+
+
+_LANG_ARPA = b"""\\data\\
+ngram 1=6
+ngram 2=3
+
+\\1-grams:
+-1.0	<s>	-0.5
+-0.7	</s>
+-0.5	cab	-0.3
+-0.6	baa	-0.2
+-1.2	<unk>
+-1.3	sil
+
+\\2-grams:
+-0.3	<s> cab
+-0.2	cab baa
+-0.4	baa </s>
+
+\\end\\
+"""
+
+
+@pytest.fixture(scope="module")
+def lang_dir(tmp_path_factory):
+    from pynnet.hmm.lang import prepare_lang
+
+    top = tmp_path_factory.mktemp("lang")
+    put_all(str(top / "dict"), {k: v for k, v in _DICT.items() if k != "lexiconp.txt"})
+    prepare_lang(str(top / "dict"), "<unk>", str(top / "tmp"), str(top / "lang"))
+    return str(top / "lang")
+
+
+@fuzz(25)
+@given(arpa=any_input(_ARPA_TOKENS + ["cab", "baa", "<eps>", "#0"], st.just(_LANG_ARPA)))
+def test_format_lm_fails_without_an_output(arpa, lang_dir):
+    """pynnet-format-lm: what our ARPA checker lets through kaldilm's arpa2fst takes (kaldilm
+    aborts the process on anything else), and a failing run leaves no lang dir and no stage."""
+    from pynnet.bin.lang import format_lm_main
+
+    with scratch() as d:
+        src = put(d, "lm.arpa", arpa)
+        out = os.path.join(d, "lang_test")
+        rc, err = run_cli(format_lm_main, [lang_dir, src, "", out])
+        if rc != 0:
+            assert has_error(err) and not os.path.exists(out), err
+        else:
+            assert os.path.isfile(os.path.join(out, "G.fst"))
+        assert sorted(os.listdir(d)) == sorted(["lm.arpa"] + (["lang_test"] if rc == 0 else []))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -879,6 +927,18 @@ def test_binary_lattice4_read_round_trip(lat):
         sorted(zip(lat.src.tolist(), lat.dst.tolist(), lat.ilabel.tolist(), lat.olabel.tolist(), f32(lat.graph)))
     assert sorted(b.final_state.tolist()) == sorted(lat.final_state.tolist())
     assert back["utt2"].num_arcs == lat.num_arcs       # (compact: one transition-id per arc at most)
+
+
+@fuzz(100)
+@given(data=any_input(["1", "2", "15", "begin", "end", "singleton", "internal", "nonword", "2147483647"],
+                      st.just(b"1 nonword\n2 begin\n3 end\n4 internal\n5 singleton\n")))
+def test_word_boundary_never_crashes(data):
+    """phones/word_boundary.int, as lattice-to-ctm reads it."""
+    from pynnet.decode.ctm import read_word_boundary
+
+    with scratch() as d:
+        path = put(d, "word_boundary.int", data)
+        reads_or_fails(read_word_boundary, path, names=path)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1309,3 +1369,39 @@ def test_binary_lattice_corrupt_type_string_is_a_one_line_error(tmp_path):
                   + struct.pack("<i", 9) + b"latti\ne4\xff" + b"\0" * 64)
     msg = _fails_naming(read_lattice_ark, f"ark:{p}", match="unsupported binary FST", names=str(p))
     assert "arc type latti\\ne4\\xff)" in msg
+
+
+def test_word_boundary_huge_phone_id_is_an_error(tmp_path):
+    from pynnet.decode.ctm import read_word_boundary
+
+    p = tmp_path / "word_boundary.int"
+    p.write_text("1 nonword\n2 begin\n2147483647 end\n")
+    _fails_naming(read_word_boundary, str(p), match="phone id 2147483647 is far past", names=f"{p}:3:")
+    p.write_text("1 nonword\n2 begin\n9 end\n")
+    out = read_word_boundary(str(p))          # (small gaps: kind 0 for the phones not listed)
+    assert out.shape == (10,) and out[9] != 0 and out[2] != 0 and out[3] == 0
+
+
+
+@pytest.mark.parametrize("edit, match", [
+    (("-0.3\t<s> cab", "-0.3\t<s> cab\t-0.1"), "a back-off weight on an n-gram of the highest order"),
+    (("-0.5\tcab\t-0.3", "-inf\tcab\t-0.3"), "bad number '-inf'"),
+    (("-0.5\tcab\t-0.3", "-0.5\tcab\tinf"), "bad number 'inf'"),
+    (("-0.5\tcab\t-0.3", "-3.5e38\tcab\t-0.3"), "bad number '-3.5e38'"),
+    (("-1.3\tsil", "-1.3\t<eps>"), "'<eps>' and '#0' cannot be words"),
+    (("-0.2\tcab baa", "-0.2\tcab #0"), "'<eps>' and '#0' cannot be words"),
+])
+def test_arpa_that_aborted_kaldilm_is_a_one_line_error(tmp_path, lang_dir, edit, match):
+    """Each of these passed our ARPA checker, and kaldilm's arpa2fst then aborted the process
+    (SIGABRT: no file name, format_lm's stage dir left behind)."""
+    from pynnet.bin.lang import format_lm_main
+    from pynnet.hmm.lm import BackoffLM
+
+    arpa = tmp_path / "lm.arpa"
+    text = _LANG_ARPA.decode()
+    assert edit[0] in text
+    arpa.write_text(text.replace(edit[0], edit[1], 1))
+    _fails_naming(BackoffLM.read_arpa, str(arpa), match=match, names=f"{arpa}:")
+    rc, err = run_cli(format_lm_main, [lang_dir, str(arpa), "", str(tmp_path / "out")])
+    assert rc == 1 and match.split("'")[0] in err and not (tmp_path / "out").exists()
+    assert sorted(os.listdir(tmp_path)) == ["lm.arpa"]

@@ -57,6 +57,10 @@ def read_word_boundary(path: str | os.PathLike) -> np.ndarray:
         if phone is None or phone <= 0 or fields[1] not in _KINDS:
             fail("expected '<phone-id> begin|end|singleton|internal|nonword', got "
                  f"'{' '.join(fields)}'", path, n)
+        if phone >= 1 << 20 and phone >= 2 * (len(kinds) + 1):
+            # (the kinds are an array indexed by phone id: a stray huge id would take gigabytes)
+            fail(f"phone id {phone} is far past the {len(kinds) + 1} phones listed: ids should be "
+                 "those of phones.txt", path, n)
         kinds[phone] = _KINDS[fields[1]]
     if not kinds:
         fail("no phones in the word-boundary file", path)

@@ -180,13 +180,19 @@ class BackoffLM:
         return cls(len(probs) - 1, probs, bows)
 
 
+_FLT_MAX = 3.4028234663852886e38
+# Symbols kaldilm's arpa2fst aborts on as words of an n-gram (epsilon, the back-off symbol).
+_NOT_ARPA_WORDS = ("<eps>", "#0")
+
+
 def _arpa_number(x: str) -> float | None:
-    """A number as Kaldi's ARPA reader takes it (ascii_float, inlined: it runs per n-gram), not NaN."""
+    """A number as Kaldi's ARPA reader takes it (ascii_float, inlined: it runs per n-gram): a
+    finite float32 (kaldilm aborts on NaN, inf and 1e39)."""
     try:
         v = float(x)
     except ValueError:
         return None
-    return v if v == v and x.isascii() and "_" not in x else None
+    return v if -_FLT_MAX <= v <= _FLT_MAX and x.isascii() and "_" not in x else None
 
 
 def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
@@ -197,13 +203,14 @@ def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
     ``path:line: what`` (kaldilm aborts the process on it). Lines end at LF; a CR before it is
     dropped. As arpa2fst: what comes before \\data\\ is skipped; a section with more n-grams than
     \\data\\ announces is an error, with fewer a warning (a pruned LM that kept its old header).
-    <s> and </s> must be unigrams. ``copy_to`` (a binary file) gets the file from \\data\\ to
-    \\end\\ with LF line ends."""
+    <s> and </s> must be unigrams; n-grams of the highest order have no back-off weight, and
+    <eps> and #0 are no words (kaldilm aborts on both). ``copy_to`` (a binary file) gets the
+    file from \\data\\ to \\end\\ with LF line ends."""
     if not os.path.exists(path):
         fail("no such file", path)
     counts: dict[int, int] = {}
     bos_eos: set[str] = set()
-    section, k, nk, n, end1 = "start", 0, 0, 0, 0
+    section, k, nk, n, end1, top = "start", 0, 0, 0, 0, 0
 
     def end_section(at: int) -> None:
         if k and counts.get(k) != nk:
@@ -231,6 +238,13 @@ def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
                         if nf != k + 1 and nf != k + 2:
                             fail(f"expected log10-prob, {k} word{'s' if k > 1 else ''} and optional "
                                  f"backoff, got '{line.strip(_LINE_SPACE)}'", path, n)
+                        if nf == k + 2 and k == top:
+                            fail(f"a back-off weight on an n-gram of the highest order ({k}): "
+                                 f"'{line.strip(_LINE_SPACE)}'", path, n)
+                        if ("<eps>" in line or "#0" in line) and \
+                                any(w in _NOT_ARPA_WORDS for w in fields[1:k + 1]):
+                            fail(f"'<eps>' and '#0' cannot be words of an ARPA LM: '{line.strip(_LINE_SPACE)}'",
+                                 path, n)
                         logp = _arpa_number(fields[0])
                         bow = _arpa_number(fields[k + 1]) if nf == k + 2 else 0.0
                         if logp is None or bow is None:
@@ -271,7 +285,7 @@ def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
                             end1 = n
                         if j != k + 1:
                             fail(f"section \\{j}-grams: out of order (expected \\{k + 1}-grams:)", path, n)
-                        section, k, nk = "grams", j, 0
+                        section, k, nk, top = "grams", j, 0, max(counts, default=0)
                         continue
                     if section == "data":
                         # as Kaldi's ARPA reader: '=' is a field of its own, N and count ASCII integers
