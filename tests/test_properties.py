@@ -1405,3 +1405,14 @@ def test_arpa_that_aborted_kaldilm_is_a_one_line_error(tmp_path, lang_dir, edit,
     rc, err = run_cli(format_lm_main, [lang_dir, str(arpa), "", str(tmp_path / "out")])
     assert rc == 1 and match.split("'")[0] in err and not (tmp_path / "out").exists()
     assert sorted(os.listdir(tmp_path)) == ["lm.arpa"]
+
+
+def test_feature_transform_corrupt_tokens_are_one_line_errors(tmp_path):
+    from pynnet.nnet.kaldi_nnet1 import read_feature_transform
+
+    dims = b"\x04\x03\x00\x00\x00\x04\x03\x00\x00\x00"
+    p = tmp_path / "final.feature_transform"
+    for data, match in ((b"\0B<Nnet> <Sig\nmoid> " + dims, r"component <Sig\\nmoid>"),
+                        (b"\0B<Nnet> <AddShift> " + dims + b"F\nV ", r"expected a vector \(FV/DV\), got F\\nV")):
+        p.write_bytes(data)
+        _fails_naming(read_feature_transform, str(p), match=match, names=str(p))

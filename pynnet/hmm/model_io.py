@@ -51,6 +51,8 @@ class KaldiInput:
         return "line %d" % (self.data.count(b"\n", 0, self.pos) + 1)
 
     def error(self, msg: str) -> "NoReturn":  # noqa: F821
+        # (what a corrupt file holds may show in msg, line ends too: the error stays one line)
+        msg = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in msg)
         fail(f"{msg} (at {self._where()}; not {self.what}, or truncated/corrupt?)", self.path)
 
     # -- primitives

@@ -72,7 +72,7 @@ def read_feature_transform(path: str | os.PathLike) -> FeatureTransform:
                 r.float32()
             data = r.float_vector()
         else:
-            fail(f"component {tok} in the feature transform: pynnet's models take <Splice> -N..N, "
+            fail(f"component {ascii(tok)[1:-1]} in the feature transform: pynnet's models take <Splice> -N..N, "
                  "then <AddShift> and <Rescale> only", path)
         comps.append((tok, out_dim, in_dim, data))
         if r.eof():
