@@ -1416,3 +1416,16 @@ def test_feature_transform_corrupt_tokens_are_one_line_errors(tmp_path):
                         (b"\0B<Nnet> <AddShift> " + dims + b"F\nV ", r"expected a vector \(FV/DV\), got F\\nV")):
         p.write_bytes(data)
         _fails_naming(read_feature_transform, str(p), match=match, names=str(p))
+
+
+def test_nnet_feature_reader_corrupt_ark_is_one_line_error(tmp_path):
+    from pynnet.nnet.data import FeatureReader
+
+    (tmp_path / "m.ark").write_bytes(b"u1  [ 1 2\n x y ]\n")   # kaldiio: a RuntimeError over two lines
+    (tmp_path / "feats.scp").write_text(f"u1 {tmp_path}/m.ark:3\n")
+    (tmp_path / "utt2spk").write_text("u1 s1\n")
+    (tmp_path / "cmvn.scp").write_text(f"s1 {tmp_path}/m.ark:3\n")
+    r = FeatureReader(str(tmp_path))
+    _fails_naming(r.read, "u1", match="cannot read features of 'u1'", names=f"{tmp_path}/feats.scp:1:")
+    r = FeatureReader(str(tmp_path), apply_cmvn=True)
+    _fails_naming(r._speaker_mean, "u1", match="cannot read the CMVN stats", names=f"{tmp_path}/cmvn.scp:1:")

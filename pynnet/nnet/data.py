@@ -26,6 +26,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from pynnet.feat.tables import kaldiio_error
 from pynnet.io.errors import PynnetError, fail
 from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import read_table_lines
@@ -109,7 +110,7 @@ def speaker_mean(cmvn: dict[str, tuple[str, int]], spk: str, path: str) -> np.nd
     try:
         st = np.asarray(kaldiio.load_mat(rx), dtype=np.float64)
     except Exception as e:  # noqa: BLE001 - kaldiio raises anything from struct.error to AssertionError
-        fail(f"cannot read the CMVN stats of speaker '{spk}': {type(e).__name__}: {e}", path, line)
+        fail(f"cannot read the CMVN stats of speaker '{spk}': {type(e).__name__}: {kaldiio_error(e)}", path, line)
     if st.ndim != 2 or st.shape[0] != 2 or not st[0, -1] > 0:
         fail(f"speaker '{spk}': not Kaldi CMVN stats (2 x dim+1 with a positive count)", path, line)
     return st[0, :-1] / st[0, -1]
@@ -155,7 +156,7 @@ class FeatureReader:
         except PynnetError:
             raise
         except Exception as e:  # noqa: BLE001 - a broken ark/offset is a user-data error
-            fail(f"cannot read features of '{utt}': {e}", self.feats_scp, self.line[utt])
+            fail(f"cannot read features of '{utt}': {kaldiio_error(e)}", self.feats_scp, self.line[utt])
         if m.ndim != 2:
             fail(f"features of '{utt}' are not a matrix", self.feats_scp, self.line[utt])
         if self.apply_cmvn:
