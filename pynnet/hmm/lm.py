@@ -227,12 +227,16 @@ def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
             # blocks of lines, split in C where they allow it (see split_lines)
             for block in iter(lambda: f.readlines(1 << 16), []):
                 try:
-                    lines = b"".join(block).decode("utf-8").split("\n")   # one more when it ends in '\n'
+                    joined = b"".join(block)
+                    lines = joined.decode("utf-8").split("\n")   # one more when it ends in '\n'
                 except UnicodeDecodeError:
                     bad = next(i for i, b in enumerate(block) if not _is_utf8(b))
                     fail("not valid UTF-8", path, n + bad + 1)
+                has_nul = b"\0" in joined
                 for b, line, fields in zip(block, lines, split_lines(lines)):
                     n += 1
+                    if has_nul and section != "start" and "\0" in line:
+                        fail("NUL byte in the LM (kaldilm aborts on it; not a text file?)", path, n)
                     if section == "grams" and fields and not fields[0].startswith("\\"):
                         nf = len(fields)
                         if nf != k + 1 and nf != k + 2:
@@ -260,6 +264,8 @@ def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
                     s = line.strip(_LINE_SPACE)
                     if section == "start":
                         if fields == ["\\data\\"]:
+                            if not line.startswith("\\"):
+                                fail("\\data\\ must begin its line (arpa2fst does not find it otherwise)", path, n)
                             section = "data"
                             if copy_to is not None:
                                 copy_to.write(b.rstrip(b"\r\n") + b"\n")
@@ -268,6 +274,8 @@ def iter_arpa(path: str, copy_to: BinaryIO | None = None, prog: str = "arpa"
                         copy_to.write(b.rstrip(b"\r\n") + b"\n")
                     if not fields:
                         continue
+                    if s.startswith("\\") and not line.startswith("\\"):
+                        fail(f"'{s}' must begin its line (arpa2fst reads it as an n-gram otherwise)", path, n)
                     if s == "\\end\\":
                         end_section(n)
                         if k == 1:
