@@ -1357,12 +1357,15 @@ def test_vtln_warp_that_crashed_is_an_error():
     assert fc.compute(x, "u", 1.1).shape == (3, 13)
 
 
-def test_segments_negative_channel_is_an_error(tmp_path):
+def test_segments_negative_channel_or_nan_time_is_an_error(tmp_path):
     from pynnet.io.audio import read_segments
 
     p = tmp_path / "segments"
     p.write_text("u1 r1 0 1 0\nu2 r1 1 2 -3\n")
     _fails_naming(read_segments, str(p), match="channel must be an integer >= 0", names=f"{p}:2:")
+    for times in ("nan 0.1", "0 nan", "0 inf", "1e999 2"):   # (NaN passed every comparison, then int(nan))
+        p.write_text(f"u1 r1 0 1\nu2 r1 {times}\n")
+        _fails_naming(read_segments, str(p), match="start/end times must be finite", names=f"{p}:2:")
 
 
 def test_corrupt_ark_header_asking_for_exabytes_is_an_error(tmp_path):

@@ -447,6 +447,8 @@ def read_segments(path: str | os.PathLike) -> list[Segment]:
         start, end = ascii_float(f[1]), ascii_float(f[2])
         if start is None or end is None:
             fail(f"start/end times must be numbers: '{utt} {rest}'", path, n)
+        if not (math.isfinite(start) and math.isfinite(end)):
+            fail(f"start/end times must be finite: '{utt} {rest}'", path, n)
         channel = -1
         if len(f) == 4:
             channel = ascii_int(f[3])
