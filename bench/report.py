@@ -8,7 +8,8 @@ RESULTS_DIR holds, per result NAME, ``NAME.json`` (the JSON line the bench print
 calibration (``pynnet-parallel-model --calibrate``'s file), compare (``--compare-bench --json``),
 machine_model (``--hardware ... --json``), optionally decode_threads; ``seide_model.jsonl`` (one
 ``pynnet-parallel-model --preset seide2014-k20x --json`` line per minibatch size and Z) and
-``meta.json`` (commit, start time, load); optionally ``timings.tsv`` (bench, seconds). Every input is
+``meta.json`` (commit, start time, load); optionally ``timings.tsv`` (bench, seconds[, load average at its
+start]). Every input is
 read and checked before anything is written; the markdown and its PNGs (beside it) are written
 atomically. A missing or garbled input is one line naming the file, exit status 1.
 """
@@ -133,15 +134,15 @@ class Results:
         for k in ("commit", "started", "loadavg"):
             _get(self.meta, k, p, str)
         _get(self.meta, "dirty", p, int)
-        self.timings: list[tuple[str, float]] = []
+        self.timings: list[tuple[str, float, str]] = []
         p = self._path("timings.tsv")
         if os.path.exists(p):
             for n, line in enumerate(_read(p).splitlines(), 1):
                 parts = line.split("\t")
                 try:
-                    self.timings.append((parts[0], float(parts[1])))
+                    self.timings.append((parts[0], float(parts[1]), parts[2] if len(parts) > 2 else ""))
                 except (IndexError, ValueError):
-                    fail(f"expected 'bench<TAB>seconds', got {line!r}", p, n)
+                    fail(f"expected 'bench<TAB>seconds[<TAB>load average]', got {line!r}", p, n)
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
@@ -432,9 +433,19 @@ def render(R: Results, out_md: str) -> list[str]:
           + (f" with {dirty} uncommitted changed file(s) in the working tree" if dirty else "")
           + f"; load average at the start {R.meta['loadavg']}.", ""]
     if R.timings:
-        total = sum(s for _, s in R.timings)
+        total = sum(t[1] for t in R.timings)
         L += [f"Time of each step of this run ({total / 60:.1f} min in all):", ""]
-        L += table(["step", "seconds"], [[n, f"{s:.0f}"] for n, s in R.timings])
+        if any(t[2] for t in R.timings):
+            L += table(["step", "seconds", "load average at its start"], [[n, f"{s:.0f}", ld] for n, s, ld in R.timings])
+        else:
+            L += table(["step", "seconds"], [[n, f"{s:.0f}"] for n, s, _ in R.timings])
+    loads = [float(x) for x in [R.meta["loadavg"].split()[0]] + [t[2].split()[0] for t in R.timings if t[2]]
+             if x.replace(".", "", 1).isdigit()]
+    if loads and max(loads) >= 1.5:
+        L += [f"**Other jobs were running on the machine during this run** (1-minute load average up to "
+              f"{max(loads):.2f} at the steps' starts, against 2 cores): the two-thread figures (fractions of the "
+              "GEMM peak, NG-SGD overhead, the loader) and the 2-rank speed-ups are lower and noisier than on a quiet "
+              "machine; rerun `bench/run_all.sh` when `uptime` shows < 1.5.", ""]
 
     # ---- targets
     L += ["## Targets", "", "As the issues state them; figures from the sections below.", ""]

@@ -117,7 +117,8 @@ def results(tmp_path):
     (d / "seide_model.cmd").write_text("pynnet-parallel-model --preset seide2014-k20x --minibatch N --z Z --json\n")
     (d / "meta.json").write_text(json.dumps({"commit": "abc1234", "dirty": 0, "started": "2026-12-02 15:00 UTC",
                                              "loadavg": "0.41 0.52 0.60"}) + "\n")
-    (d / "timings.tsv").write_text("calibration\t21\ntrain_throughput\t180\nparallel\t700\n")
+    (d / "timings.tsv").write_text("calibration\t21\t0.41 0.52 0.60\ntrain_throughput\t180\t0.95 0.60 0.61\n"
+                                   "parallel\t700\t1.02 0.80 0.70\n")
     return d
 
 
@@ -165,6 +166,16 @@ def test_report_has_every_section_figure_command_and_png(results, tmp_path):
     assert "machine-bound: two ranks that never communicate reach only 1.68" in targets
     assert "abc1234" in md and "0.41 0.52 0.60" in md and "egs/synth/RESULTS" in md
     assert "Not run" in md.split("## Decoding")[1]
+    assert "| train_throughput | 180 | 0.95 0.60 0.61 |" in md and "Other jobs were running" not in md
+
+
+def test_report_says_when_other_jobs_loaded_the_machine(results, tmp_path):
+    (results / "timings.tsv").write_text("calibration\t21\t0.41 0.5 0.6\nparallel\t700\t3.20 2.1 1.5\n")
+    out = tmp_path / "PERFORMANCE.md"
+    r = _report(results, out)
+    assert r.returncode == 0, r.stderr
+    assert "Other jobs were running on the machine during this run** (1-minute load average up to 3.20" in \
+        out.read_text()
 
 
 @pytest.mark.parametrize("damage", ["missing", "garbled", "no_key", "not_number", "no_cmd", "seide_case"])
