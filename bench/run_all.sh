@@ -13,8 +13,8 @@ every sync mode, bytes per frame), the model's predictions against them (--compa
 model for Seide et al.'s cases (--preset seide2014-k20x), bench/features.py, and
 bench/decode_threads.py when egs/synth has a decoded tri2 system. Each bench's JSON line goes to
 DIR/NAME.json, its command to DIR/NAME.cmd, its output to DIR/NAME.log; then bench/report.py
-writes the report and its PNGs (beside it). About 25 minutes on the 2-core VM; run it on a quiet
-machine (it warns when the load average is >= 1.5).
+writes the report and its PNGs (beside it). About 15 minutes on the quiet 2-core VM (20-25 with
+other jobs on it); run it on a quiet machine (it warns when the load average is >= 1.5).
 
   --out DIR      where the results go (default: a new temp dir; kept, its path printed)
   --quick        a smoke run of a few minutes (tiny settings: the figures mean nothing); the
@@ -72,9 +72,9 @@ t_all=$(date +%s)
 
 # step NAME [--text TEXT] CMD...: run CMD (stdout to NAME.out, stderr to NAME.log), keep its last
 # JSON line as NAME.json (NAME.json written by CMD itself if it prints none) and the command as
-# NAME.cmd ($RESULTS standing for the --out dir); time it.
+# NAME.cmd ($RESULTS standing for the --out dir); time it (timings.tsv: name, seconds, load at its start).
 step() {
-  local name=$1 text= t0 t1 rc=0
+  local name=$1 text= t0 t1 rc=0 load0
   shift
   if [ "$1" = --text ]; then text=$2; shift 2; fi
   [ -n "$text" ] || text=$*
@@ -82,6 +82,7 @@ step() {
   printf '%s\n' "$text" > "$out/$name.cmd"
   echo "$me: $name: $text" >&2
   rm -f "$out/$name.json"
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$(date +%s)
   "$@" > "$out/$name.out" 2> "$out/$name.log" || rc=$?
   t1=$(date +%s)
@@ -90,8 +91,8 @@ step() {
     grep '^{' "$out/$name.out" | tail -n 1 > "$out/$name.json"
   fi
   [ -s "$out/$name.json" ] || die "$name printed no JSON line: see $out/$name.out and $out/$name.log"
-  printf '%s\t%d\n' "$name" "$((t1 - t0))" >> "$out/timings.tsv"
-  echo "$me: $name: $((t1 - t0)) s" >&2
+  printf '%s\t%d\t%s\n' "$name" "$((t1 - t0))" "$load0" >> "$out/timings.tsv"
+  echo "$me: $name: $((t1 - t0)) s (load average at its start: $load0)" >&2
 }
 
 seide_model() {

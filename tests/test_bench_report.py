@@ -48,7 +48,7 @@ LOADER = {
     "utterances": 2000, "frames": 199734, "setup_seconds": 1.9, "loader_fps": 412345.6, "minibatch": 256,
     "rounds": 2, "train_fps_in_memory": 12543.2, "train_fps_with_loader": 12011.8,
     "train_fps_in_memory_all": [12401.0, 12543.2], "train_fps_with_loader_all": [11890.3, 12011.8],
-    "loader_overhead": 0.0424, "loader_core_share": 0.0304}
+    "loader_overhead": 0.0424, "loader_overhead_all": [0.0424, 0.031, 0.052], "loader_core_share": 0.0304}
 
 FEATURES = {f"{k}_{r}_{v}_xrt": x for k in ("mfcc", "fbank") for r, x in (("8k", 912.5), ("16k", 417.1))
             for v in ("dither1", "dither0", "frame_dither", "knf_naive_dither0", "program")}
