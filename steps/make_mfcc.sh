@@ -148,6 +148,14 @@ $cmd JOB=1:$nj "$logdir/make_${kind}_${name}.JOB.log" \
       --write-num-frames=ark,t:"$logdir/utt2num_frames.JOB" --write-utt2dur=ark,t:"$logdir/utt2dur.JOB" \
       "$input" ark,scp:"$raw.JOB.new.ark","$raw.JOB.new.scp" &
 if ! wait $!; then
+  # A full disk or a read-only <mfcc-dir> fails every job the same way: one line, the first job's.
+  for l in $these_logs; do
+    err=$(grep -m1 -E "^ERROR .*(No space left on device|Read-only file system|Disk quota exceeded|File too large|Input/output error)" "$l" 2>/dev/null)
+    if [ -n "$err" ]; then
+      echo "$me: error computing ${kind} features for $name: $err (see $l)" >&2
+      exit 1
+    fi
+  done
   echo "$me: error computing ${kind} features for $name; the errors:" >&2
   { grep -h "^ERROR" $these_logs 2>/dev/null | head -10; grep -h "^WARNING" $these_logs 2>/dev/null | head -10; } >&2
   echo "$me: see $logs" >&2

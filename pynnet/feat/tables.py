@@ -16,7 +16,7 @@ from typing import IO, Iterator
 
 import numpy as np
 
-from pynnet.io.atomic import atomic_path
+from pynnet.io.atomic import atomic_path, naming_errors, naming_target
 from pynnet.io.errors import fail
 from pynnet.io.tables import split_key
 
@@ -146,29 +146,52 @@ class MatrixWriter:
         # Kaldi's IsToken: non-ASCII characters (U+00A0 too) may be part of a key
         if not key or any(c <= " " or c == "\x7f" for c in key):
             fail(f"bad key '{key}' (keys must be non-empty with no space or ASCII control character)")
-        self._ark.write((key + " ").encode("utf-8"))
-        offset = self._ark.tell() if self.scp_path is not None else 0
-        mat = np.asarray(mat)
-        if self.text:
-            km.write_array_ascii(self._ark, mat)
-        else:
-            # (kaldiio cannot compress an empty matrix: it is written as it is)
-            km.write_array(self._ark, mat, compression_method=self.compression if mat.size else None)
+        with naming_errors(self.ark_path):
+            self._ark.write((key + " ").encode("utf-8"))
+            offset = self._ark.tell() if self.scp_path is not None else 0
+            mat = np.asarray(mat)
+            if self.text:
+                km.write_array_ascii(self._ark, mat)
+            else:
+                # (kaldiio cannot compress an empty matrix: it is written as it is)
+                km.write_array(self._ark, mat, compression_method=self.compression if mat.size else None)
         if self._scp is not None:
-            self._scp.write(f"{key} {self.ark_path}:{offset}\n")
+            with naming_errors(self.scp_path):
+                self._scp.write(f"{key} {self.ark_path}:{offset}\n")
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        files = [f for f in (self._ark, self._scp) if f is not None and f is not sys.stdout.buffer]
-        for f in files:
-            if exc_type is None:
-                f.flush()
-                os.fsync(f.fileno())
-            f.close()
-        if self._ark is sys.stdout.buffer:
-            self._ark.flush()
+        # Every file is closed and every temp removed, whatever fails first (a full disk fails the
+        # flush of the ark's last buffer): the first error is the one raised, naming its file.
+        error = exc
+        for f, path in ((self._ark, self.ark_path), (self._scp, self.scp_path)):
+            if f is None or f is sys.stdout.buffer:
+                continue
+            try:
+                if error is None:
+                    f.flush()
+                    os.fsync(f.fileno())
+                f.close()
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    f.close()       # (a close whose flush failed has closed the file already)
+                if error is None:
+                    error = naming_target(e, path)
+        if self._ark is sys.stdout.buffer and error is None:
+            try:
+                self._ark.flush()
+            except OSError as e:
+                error = e
         # Rename the ark before the scp, so an scp never points at a missing ark.
         for c in self._ctx:
-            c.__exit__(exc_type, exc, tb)
+            try:
+                if error is None:
+                    c.__exit__(None, None, None)
+                else:
+                    c.__exit__(type(error), error, error.__traceback__)
+            except BaseException as e:  # noqa: BLE001 - kept, raised below
+                error = e
+        if error is not None and error is not exc:
+            raise error
         return False
 
 

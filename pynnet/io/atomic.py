@@ -57,16 +57,44 @@ def make_temp_file(dir: str, prefix: str) -> tuple[int, str]:
     return fd, tmp
 
 
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO}
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO, errno.EROFS}
+
+
+def naming_target(e: BaseException, path: str, tmp: str | None = None) -> BaseException:
+    """The error to report for a failed write of ``path``: the machine's write errors (disk full,
+    quota, file size limit, read-only file system, I/O error) name ``path``, which the user knows,
+    rather than nothing (a failed write() names no file) or the temp file (gone by then)."""
+    if isinstance(e, OSError) and e.errno in _WRITE_ERRNOS and e.filename in (None, tmp):
+        return OSError(e.errno, e.strerror, path)
+    return e
+
+
+@contextlib.contextmanager
+def naming_errors(path: str) -> Iterator[None]:
+    """Writes to ``path`` (its temp) inside the block: their write errors name ``path``."""
+    try:
+        yield
+    except OSError as e:
+        named = naming_target(e, path)
+        if named is e:
+            raise
+        raise named from e
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
-    """Yield a temp path in the target's directory; rename it onto ``path`` only on success."""
+    """Yield a temp path in the target's directory; rename it onto ``path`` only on success.
+    On failure the temp is removed and a write error names ``path`` (``naming_target``)."""
     path = os.fspath(path)
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
-    fd, tmp = make_temp_file(d, "." + os.path.basename(path) + ".")
+    try:
+        fd, tmp = make_temp_file(d, "." + os.path.basename(path) + ".")
+    except OSError as e:     # a read-only file system, a full inode table: not the temp's name
+        named = naming_target(e, path, e.filename)
+        if named is e:
+            raise
+        raise named from e
     os.close(fd)
     try:
         yield tmp
@@ -74,9 +102,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None and e.errno in _WRITE_ERRNOS:
-            # a failed write() names no file: name the one being written
-            raise OSError(e.errno, e.strerror, path) from e
+        named = naming_target(e, path, tmp)
+        if named is not e:
+            raise named from e
         raise
 
 

@@ -353,14 +353,36 @@ def save_atomic(obj, path: str | os.PathLike) -> None:
     size limit) is a one-line error naming the file (torch's writer raises a RuntimeError with a
     C++ backtrace); nothing is left behind."""
     with atomic_path(path) as tmp:
+        # through a file object: the archive inside is then named 'archive', not after the
+        # temp file, so identical runs write identical bytes
+        with open(tmp, "wb") as f:
+            out = _KeepWriteError(f)
+            try:
+                torch.save(obj, out)
+            except RuntimeError as e:    # torch's zip writer: the errno is lost
+                if out.error is not None:    # ... but not here (No space left on device: path)
+                    raise OSError(out.error.errno, out.error.strerror, os.fspath(path)) from e
+                first = (str(e).strip().splitlines() or [""])[0]
+                fail(f"cannot write it (disk full or a file size limit?): {first}", path)
+
+
+class _KeepWriteError:
+    """The file object torch.save writes to, keeping the OSError of a failed write (which torch's
+    zip writer turns into a RuntimeError that says only 'unexpected pos')."""
+
+    def __init__(self, f) -> None:
+        self._f = f
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
         try:
-            # through a file object: the archive inside is then named 'archive', not after the
-            # temp file, so identical runs write identical bytes
-            with open(tmp, "wb") as f:
-                torch.save(obj, f)
-        except RuntimeError as e:    # torch's zip writer: the errno is lost
-            first = (str(e).strip().splitlines() or [""])[0]
-            fail(f"cannot write it (disk full or a file size limit?): {first}", path)
+            return self._f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self._f.flush()
 
 
 def load_model_file(path: str | os.PathLike) -> dict:
