@@ -165,8 +165,12 @@ def train_main(argv: list[str] | None = None) -> int:
     g.add_argument("--model-parallel", type=int_opt, default=d.model_parallel,
                    help="M: groups of M workers split every layer between them (model parallelism; "
                         "--num-workers / M groups train data-parallel by --sync)")
-    g.add_argument("--comm-backend", default="mpi", choices=["mpi", "torch"],
-                   help="mpi (mpi4py) or torch (torch.distributed: gloo on CPUs, nccl on GPUs)")
+    g.add_argument("--comm-backend", default=None, choices=["mpi", "torch"],
+                   help="mpi (mpi4py, the default) or torch (torch.distributed: gloo on CPUs, nccl on GPUs)")
+    g.add_argument("--elastic", default="false", choices=["true", "false"],
+                   help="averaging (--sync average, average-1bit) goes on when a rank is lost: the others drop "
+                        "it and train on from the last checkpoint (over torch.distributed's gloo; started by "
+                        "pynnet-mpirun --elastic true)")
     g.add_argument("--comm-timeout", type=float_opt, default=None,
                    help="seconds a collective may wait before the job ends naming the missing ranks (default 45)")
     a = p.parse_args(argv)
@@ -194,6 +198,17 @@ def train_main(argv: list[str] | None = None) -> int:
         fail(f"--model-parallel {a.model_parallel} must divide --num-workers {a.num_workers}")
     if a.comm_timeout is not None and not a.comm_timeout > 0:
         fail(f"--comm-timeout must be positive, not {a.comm_timeout}")
+    if a.elastic == "true" and a.num_workers > 1:
+        if a.sync not in ("average", "average-1bit"):
+            fail(f"--elastic works with --sync average or average-1bit, not {a.sync}")
+        if a.model_parallel > 1:
+            fail("--elastic does not combine with --model-parallel (a lost rank would take a slice of every layer)")
+        if a.comm_backend == "mpi":
+            fail("--elastic runs over torch.distributed (an MPI communicator cannot shrink without ULFM): "
+                 "leave --comm-backend out or give torch")
+        a.comm_backend = "torch"
+    if a.comm_backend is None:
+        a.comm_backend = "mpi"
     transform = None
     if a.feature_transform:
         from pynnet.nnet.kaldi_nnet1 import read_feature_transform
@@ -238,6 +253,7 @@ def train_main(argv: list[str] | None = None) -> int:
     if a.num_workers > 1:   # (one worker: the parallel options do not apply, nor enter the checkpoint)
         cfg.num_workers, cfg.sync, cfg.average_every, cfg.lr_scaling, cfg.model_parallel = \
             a.num_workers, a.sync, a.average_every, a.lr_scaling, a.model_parallel
+        cfg.elastic = a.elastic == "true"
         if auto_avg and a.sync in ("average", "average-1bit") and a.num_workers > a.model_parallel:
             if not 0.0 < a.comm_share < 1.0:
                 fail(f"--comm-share must be in (0, 1), not {a.comm_share}")

@@ -18,9 +18,13 @@ def mpirun_main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-dir", required=True, help="the training's log dir (<exp-dir>/log)")
     p.add_argument("--comm-backend", default="mpi", choices=["mpi", "torch"],
                    help="torch: set MASTER_ADDR (default 127.0.0.1) and a free MASTER_PORT for the rendezvous")
+    p.add_argument("--elastic", default="false", choices=["true", "false"],
+                   help="the job may lose ranks and go on (pynnet-nnet-train --elastic true): this process hosts "
+                        "the ranks' store and, without --mpirun, starts the K ranks on this host itself")
     p.add_argument("command", nargs="+", help="the program and its arguments (after --)")
     a = p.parse_args(argv)
     if a.num_workers < 1:
         from pynnet.io.errors import fail
         fail(f"--num-workers must be positive, not {a.num_workers}")
-    return run(a.num_workers, a.mpirun, a.log_dir, a.command, a.comm_backend)
+    elastic = a.elastic == "true"
+    return run(a.num_workers, a.mpirun, a.log_dir, a.command, "torch" if elastic else a.comm_backend, elastic)

@@ -35,18 +35,22 @@ from pynnet.io.tables import read_table_lines
 _log_rank = 0
 
 
-def set_log_rank(rank: int) -> None:
+def set_log_rank(rank: int, label: int | None = None) -> None:
     """K workers: rank 0 logs everything; the others only their warnings, marked with the rank
-    (one log for the job, not K copies of it)."""
-    global _log_rank
-    _log_rank = rank
+    (one log for the job, not K copies of it). ``label``: the rank named in the marks (an elastic
+    job that lost ranks: the job rank, where ``rank`` is the place among the survivors)."""
+    global _log_rank, _log_label
+    _log_rank, _log_label = rank, rank if label is None else label
+
+
+_log_label = 0
 
 
 def log(msg: str) -> None:
     if _log_rank:
         if not msg.startswith("WARNING"):
             return
-        msg = f"rank {_log_rank}: {msg}"
+        msg = f"rank {_log_label}: {msg}"
     print(msg, file=sys.stderr, flush=True)
 
 

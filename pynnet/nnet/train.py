@@ -58,6 +58,7 @@ class TrainConfig:
     calibration: str = ""             # --average-every auto: pynnet-parallel-model --calibrate's file
     lr_scaling: str = "linear"        # the learning rate times K | sqrt(K) | 1
     model_parallel: int = 1           # ranks that split every layer between them (K / this: data parallel)
+    elastic: bool = False             # averaging goes on without a rank that was lost (pynnet.parallel.elastic)
     # --minibatch-size auto (CNTK's AutoAdjust; --minibatch-size is then the smallest size)
     auto_minibatch: bool = False
     auto_minibatch_every_hours: float = 24.0   # of training data between searches (Seide: 24 h)
@@ -74,6 +75,17 @@ FRAMES_PER_HOUR = 360000   # 10 ms frames
 _CHECKPOINT_KEYS = ("cfg", "state", "model", "opt", "arch", "input_pipeline")
 
 
+class WorkersLost(Exception):
+    """Raised by an elastic synchronizer's communicator when ranks of the job were lost and the
+    others have formed a smaller group (pynnet.parallel.elastic): the training is then rerun in
+    the same processes and resumes from the last checkpoint. ``ranks``: the job ranks lost."""
+
+    def __init__(self, ranks: list[int], what: str):
+        super().__init__(f"lost rank(s) {ranks} in {what}")
+        self.ranks, self.what = list(ranks), what
+        self.epoch = self.update = None   # (the trainer's position when it happened)
+
+
 class Synchronizer:
     """Hook between minibatches; the single-worker implementation does nothing (pynnet.parallel
     has the data-parallel ones). ``needs_gradients``: True makes the optimizer keep each
@@ -86,6 +98,7 @@ class Synchronizer:
     owns_update = False   # True: the synchronizer applies the update (1-bit SGD), not the optimizer
     rank, size, is_writer = 0, 1, True
     local_failure: str | None = None
+    members: list[int] | None = None   # elastic: the job ranks still in the job (checkpoints record them)
 
     def setup(self, model: Dnn, optimizer: Optimizer) -> None:
         """Called once the model and optimizer exist (before any checkpoint is restored)."""
@@ -166,6 +179,33 @@ class Synchronizer:
     def nonfinite(self, names: list[str]) -> list[str]:
         """The parameters that are not finite on any rank (every rank decides alike)."""
         return names
+
+    # elastic averaging (pynnet.parallel.elastic): a job that goes on after losing ranks
+    def checkpoint_entry(self, members: list[int] | None, written_by: int, path: str) -> int:
+        """Which of a checkpoint's per-rank states (``ranks``) is this rank's; ``members``: the
+        job ranks that wrote it (elastic checkpoints)."""
+        if written_by != self.size:
+            fail(f"checkpoint was written by {written_by} workers, this run has {self.size}; "
+                 "remove it to start over", path)
+        return self.rank
+
+    def epoch_data(self, st: dict, seed: int) -> tuple[FrameSet, int] | None:
+        """At the start of (or on resuming into) an epoch: this rank's training shard and data
+        seed for it, when they are not the ones the trainer has (None: keep them)."""
+        return None
+
+    def lost_events(self) -> list[dict]:
+        """The losses of ranks so far in this process (epoch, update, ranks, ...)."""
+        return []
+
+    def resumed(self, obj: dict, st: dict) -> None:
+        """After a checkpoint ``obj`` was restored into ``st`` (elastic: take over the remaining
+        utterances of ranks that wrote it and are gone)."""
+
+    def extra_chunks(self, st: dict) -> list[list[str]]:
+        """Chunks this rank trains after its own shard's in the epoch of ``st`` (elastic: the
+        utterances it took over from lost ranks)."""
+        return []
 
 
 def exponential_lr(initial: float, final: float, epochs_done: float, num_epochs: int) -> float:
@@ -286,7 +326,7 @@ class Trainer:
     def _restore(self, snap: dict) -> None:
         """A snapshot's model; the optimizer (and synchronizer) state: this rank's."""
         self.sync.load_model(self.model, snap["model"])
-        part = snap["ranks"][self.sync.rank] if "ranks" in snap else snap
+        part = snap["ranks"][self._entry(snap)] if "ranks" in snap else snap
         self.opt.load_state_dict(part["opt"])
         self.sync.load_state_dict(part.get("sync") or {})
 
@@ -299,7 +339,16 @@ class Trainer:
             return
         if self.sync.size > 1:
             obj["ranks"] = parts
+            if self.sync.members is not None:
+                obj["members"] = list(self.sync.members)
         save_atomic(obj, path)
+
+    def _entry(self, obj: dict, path: str = "") -> int:
+        """Which of ``obj``'s per-rank states is this rank's."""
+        ranks = obj.get("ranks")
+        if ranks and obj.get("members") and (ranks[0].get("state") or {}).get("done") and len(ranks) != self.sync.size:
+            return 0   # (a finished elastic training that had lost ranks: nothing to resume)
+        return self.sync.checkpoint_entry(obj.get("members"), len(ranks) if ranks else 1, path or self.ckpt_path)
 
     def _nonfinite_params(self) -> list[str]:
         with torch.no_grad():
@@ -358,13 +407,13 @@ class Trainer:
             log(f"WARNING: {self.ckpt_path} was written with {obj['threads']} torch threads, resuming with "
                 f"{threads}: training continues, but not bit-identical to an uninterrupted run")
         ranks = obj.get("ranks")
-        written_by = len(ranks) if ranks else 1
-        if written_by != self.sync.size:
-            fail(f"checkpoint was written by {written_by} workers, this run has {self.sync.size}; "
-                 "remove it to start over", self.ckpt_path)
+        entry = self._entry(obj)
         self._restore(obj)
-        self.st = ranks[self.sync.rank]["state"] if ranks else obj["state"]
+        self.st = ranks[entry]["state"] if ranks else obj["state"]
         self.sync.local_failure = None
+        known = self.st.setdefault("lost", []) if self.sync.members is not None else []
+        known += [e for e in self.sync.lost_events() if e not in known]
+        self.sync.resumed(obj, self.st)
         self._note_checkpoint(written=False)
         return True
 
@@ -395,7 +444,10 @@ class Trainer:
     def run_epoch(self) -> None:
         st, cfg = self.st, self.cfg
         epoch = st["epoch"]
-        chunks = plan_chunks(self.tr, epoch, self.data_seed, cfg.buffer_frames)
+        shard = self.sync.epoch_data(st, cfg.seed)
+        if shard is not None:
+            self.tr, self.data_seed = shard
+        chunks = plan_chunks(self.tr, epoch, self.data_seed, cfg.buffer_frames) + self.sync.extra_chunks(st)
         # K workers: every rank runs the same number of minibatches (the smallest shard's); a rank
         # that comes out short (utterances skipped while loading) goes round its shard again
         mb = self.sync.local_minibatch(self._minibatch())
@@ -586,6 +638,14 @@ class Trainer:
 
     # ------------------------------------------------------------ the schedule
     def train(self) -> dict:
+        try:
+            return self._train()
+        except WorkersLost as e:   # (elastic: the job reruns the training, which resumes)
+            if self.st:
+                e.epoch, e.update = self.st.get("epoch"), self.st.get("step")
+            raise
+
+    def _train(self) -> dict:
         cfg = self.cfg
         resume, self._resume_from = self._resume_from, None   # (not kept in memory while training)
         if self.load_checkpoint(resume):
@@ -679,6 +739,9 @@ class Trainer:
             + (f"-{rec['lr_last']:.4g}" if "lr_last" in rec else "") + f" train loss {tr_loss:.4f} acc {100 * tr_acc:.2f}% | "
             f"CV loss {cv_loss:.4f} acc {100 * cv_acc:.2f}% | {rec['frames_per_sec']:.0f} frames/s | "
             + ("accepted" if rec["accepted"] else "REJECTED (restored the previous model)"))
+        lost = [e for e in st.get("lost", []) if e.get("epoch") == st["epoch"]]
+        if lost:
+            rec["lost_ranks"] = lost
         st["history"].append(rec)
         self._write_log()
         st["epoch"] += 1
@@ -723,7 +786,8 @@ class Trainer:
         hist = self.st["history"]
         # the history without the timings (log/train.json has them): identical runs, identical bytes
         timeless = [{k: v for k, v in h.items() if k not in ("seconds", "frames_per_sec")} for h in hist]
-        save_model(os.path.join(self.dir, "final.nnet"), final, {"history": timeless})
+        save_model(os.path.join(self.dir, "final.nnet"), final,
+                   {"history": timeless, **({"lost_ranks": self.st["lost"]} if self.st.get("lost") else {})})
         log(f"{self.dir}/final.nnet: CV loss {self.st['best_loss']:.4f} after {len(hist) - 1} epochs")
 
 

@@ -44,8 +44,9 @@ class CommFailure(PynnetError):
 
 
 def _rank_env() -> tuple[int, int] | None:
-    """(rank, size) from the launcher's environment: mpiexec (hydra, Open MPI), srun, torchrun."""
-    for r, n in (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    """(rank, size) from the launcher's environment: pynnet-mpirun's own (elastic, local), mpiexec
+    (hydra, Open MPI), srun, torchrun."""
+    for r, n in (("PYNNET_RANK", "PYNNET_SIZE"), ("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
                  ("SLURM_PROCID", "SLURM_NTASKS"), ("RANK", "WORLD_SIZE")):
         if os.environ.get(r, "").isdigit() and os.environ.get(n, "").isdigit():
             return int(os.environ[r]), int(os.environ[n])

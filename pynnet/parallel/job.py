@@ -2,6 +2,7 @@
 error (one message, then the whole job ends: never K-1 ranks waiting for a dead one)."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -9,7 +10,7 @@ from typing import Callable
 
 from pynnet.io.errors import PynnetError
 from pynnet.nnet.data import set_log_rank
-from pynnet.nnet.train import TrainConfig
+from pynnet.nnet.train import TrainConfig, WorkersLost
 from pynnet.parallel.comm import DEFAULT_TIMEOUT, CommFailure, launched_size, make_communicator
 from pynnet.parallel.launch import write_rank_info
 from pynnet.parallel.sync import make_sync
@@ -26,7 +27,12 @@ def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str =
     if started != cfg.num_workers:
         raise PynnetError(f"--num-workers {cfg.num_workers} but the launcher started {started} rank(s) "
                           f"(steps/nnet/train.sh --num-workers K starts them with mpiexec -n K)")
-    comm = make_communicator(backend, DEFAULT_TIMEOUT if timeout is None else timeout, cfg.device)
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    if cfg.elastic:
+        from pynnet.parallel.elastic import ElasticCommunicator
+        comm = ElasticCommunicator(timeout)
+    else:
+        comm = make_communicator(backend, timeout, cfg.device)
     if comm.size != cfg.num_workers:
         raise PynnetError(f"--num-workers {cfg.num_workers} but the communicator has {comm.size} ranks")
     set_log_rank(comm.rank)
@@ -36,11 +42,23 @@ def run_on_ranks(train: Callable, exp_dir: str, cfg: TrainConfig, backend: str =
         if cfg.model_parallel > 1:
             from pynnet.parallel.model_parallel import ModelParallelSync
             sync = ModelParallelSync(cfg, comm)
+        elif cfg.elastic:
+            from pynnet.parallel.elastic import make_elastic_sync
+            sync = make_elastic_sync(cfg, comm)
         else:
             sync = make_sync(cfg, comm)
-        train(sync)
-        # the others wait for rank 0's final.nnet: the job ends when the model is there
-        comm.barrier("the end of the training (rank 0 writes final.nnet)")
+        while True:
+            try:
+                train(sync)
+                # the others wait for rank 0's final.nnet: the job ends when the model is there
+                comm.barrier("the end of the training (rank 0 writes final.nnet)")
+                break
+            except WorkersLost as e:   # (elastic: the survivors train on, from the last checkpoint)
+                sync.regroup(e)
+                if sync.is_writer:
+                    _write_json(os.path.join(exp_dir, "log", "lost_ranks.json"), sync.lost_events())
+        if cfg.elastic and sync.is_writer:   # (pynnet-mpirun: the job completed, whatever mpiexec says)
+            _write_json(os.path.join(exp_dir, "log", "elastic_done.json"), sync.lost_events())
     except BaseException as e:  # noqa: BLE001 - every error of a rank ends the whole job
         if isinstance(e, CommFailure) and e.collective:
             # the rank that prints it ends the job: aborting first could kill it before it prints
@@ -75,3 +93,10 @@ def _report(e: BaseException, rank: int, log_dir: str) -> None:
             f.write(line + "\n")
     except OSError:
         pass
+
+
+def _write_json(path: str, obj) -> None:
+    from pynnet.io.atomic import atomic_write
+    with atomic_write(path) as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")

@@ -9,6 +9,7 @@ rank here, and <log-dir>/last_checkpoint (rank 0 writes it) says where a rerun r
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -17,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 
 from pynnet.io.errors import PynnetError
@@ -95,13 +97,68 @@ def explain_failure(lines: list[str], log_dir: str, num_workers: int, launcher: 
     return None
 
 
-def run(num_workers: int, mpirun: str, log_dir: str, command: list[str], backend: str = "mpi") -> int:
+def _run_local(num_workers: int, command: list[str], env: dict, tail: deque) -> int:
+    """The ranks as children of this process (PYNNET_RANK / PYNNET_SIZE), their output merged
+    line by line onto stderr; each death said at once. Returns 0 if every rank succeeded, else
+    the first failure's status (128 + signal for a signal)."""
+    import threading
+    lock = threading.Lock()
+    env = {k: v for k, v in env.items() if not k.startswith(("PMI_", "OMPI_COMM_WORLD_"))}
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                              bufsize=1, env={**env, "PYNNET_RANK": str(r), "PYNNET_SIZE": str(num_workers)})
+             for r in range(num_workers)]
+
+    def pump(p):
+        for line in p.stdout:
+            with lock:
+                sys.stderr.write(line)
+                tail.append(line.rstrip("\n"))
+
+    def forward(signum, frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+    old = signal.signal(signal.SIGTERM, forward)
+    threads = [threading.Thread(target=pump, args=(p,), daemon=True) for p in procs]
+    for t in threads:
+        t.start()
+    first = 0
+    try:
+        left = set(range(num_workers))
+        while left:
+            for r in sorted(left):
+                code = procs[r].poll()
+                if code is None:
+                    continue
+                left.discard(r)
+                if code != 0:
+                    how = _signal_name(-code) if code < 0 else f"exit code {code}"
+                    with lock:
+                        print(f"pynnet-mpirun: rank {r} (pid {procs[r].pid}) ended ({how})", file=sys.stderr, flush=True)
+                    first = first or (128 - code if code < 0 else code)
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    for t in threads:
+        t.join(5)
+    return first
+
+
+def run(num_workers: int, mpirun: str, log_dir: str, command: list[str], backend: str = "mpi",
+        elastic: bool = False) -> int:
     """Runs ``mpirun command`` and returns its exit status, with one line on stderr for a
-    failure no rank explained."""
-    launcher = shlex.split(mpirun) if mpirun else ["mpiexec", "-n", str(num_workers)]
+    failure no rank explained. ``elastic``: the job may lose ranks and go on (pynnet.parallel.elastic):
+    this process hosts the ranks' key-value store and, without ``mpirun``, starts the ranks as
+    its own children (one that dies ends no other), and the job has succeeded when its
+    last rank 0 said so (<log-dir>/elastic_done.json), whatever the launcher's exit status."""
+    # (elastic without a launcher of its own: the ranks are this process's children, so that one
+    # that dies ends no other; mpich's hydra takes the others down with it even with
+    # -disable-auto-cleanup)
+    local = elastic and not mpirun
+    launcher = ["local"] if local else shlex.split(mpirun) if mpirun else ["mpiexec", "-n", str(num_workers)]
     if not launcher:
         raise PynnetError("--mpirun is empty")
-    if shutil.which(launcher[0]) is None:
+    if not local and shutil.which(launcher[0]) is None:
         raise PynnetError(f"cannot start the {num_workers} ranks: no '{launcher[0]}' on PATH (tools/install.sh "
                           "installs mpich's mpiexec; on a cluster use its MPI launcher, e.g. --mpirun 'srun --mpi=pmi2')")
     if not command:
@@ -110,25 +167,56 @@ def run(num_workers: int, mpirun: str, log_dir: str, command: list[str], backend
     if os.path.isdir(d):
         shutil.rmtree(d)
     os.makedirs(log_dir, exist_ok=True)
+    done_marker = os.path.join(log_dir, "elastic_done.json")
+    if os.path.exists(done_marker):
+        os.remove(done_marker)
     env = dict(os.environ)
-    if backend == "torch":   # the torch.distributed rendezvous (rank 0's host on a cluster: set it)
+    store = None
+    if elastic:   # (the store outlives any rank: it lives here; on a cluster set MASTER_ADDR to this host)
+        import datetime
+
+        import torch.distributed as dist
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        try:
+            store = dist.TCPStore(env["MASTER_ADDR"], int(env.get("MASTER_PORT", 0)), is_master=True,
+                                  wait_for_workers=False, timeout=datetime.timedelta(seconds=60))
+        except Exception as e:  # noqa: BLE001
+            raise PynnetError(f"--elastic: cannot start the store on {env['MASTER_ADDR']}:{env.get('MASTER_PORT', 0)} "
+                              f"({e})") from None
+        env["MASTER_PORT"] = str(store.port)
+        env["PYNNET_ELASTIC_STORE"] = "1"
+    elif backend == "torch":   # the torch.distributed rendezvous (rank 0's host on a cluster: set it)
         env.setdefault("MASTER_ADDR", "127.0.0.1")
         env.setdefault("MASTER_PORT", str(free_port()))
-    # (hydra reports a dead rank on stdout: both streams are read, and passed on to stderr)
-    proc = subprocess.Popen(launcher + command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            text=True, errors="replace", bufsize=1)
-
-    def forward(signum, frame):
-        proc.send_signal(signum)
-    old = signal.signal(signal.SIGTERM, forward)
     tail: deque[str] = deque(maxlen=200)
-    try:
-        for line in proc.stdout:
-            sys.stderr.write(line)
-            tail.append(line.rstrip("\n"))
-        rc = proc.wait()
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    if local:
+        rc = _run_local(num_workers, command, env, tail)
+    else:
+        # (hydra reports a dead rank on stdout: both streams are read, and passed on to stderr)
+        proc = subprocess.Popen(launcher + command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                text=True, errors="replace", bufsize=1)
+
+        def forward(signum, frame):
+            proc.send_signal(signum)
+        old = signal.signal(signal.SIGTERM, forward)
+        try:
+            for line in proc.stdout:
+                sys.stderr.write(line)
+                tail.append(line.rstrip("\n"))
+            rc = proc.wait()
+        finally:
+            signal.signal(signal.SIGTERM, old)
+    if rc != 0 and elastic and os.path.exists(done_marker):
+        try:
+            events = json.load(open(done_marker))
+        except (OSError, ValueError):
+            events = []
+        lost = sorted({r for e in events for r in e.get("ranks", [])})
+        print(f"WARNING (pynnet-mpirun): the job completed without rank(s) {', '.join(map(str, lost)) or '?'} "
+              f"(lost; {done_marker})" + ("" if local else f"; {os.path.basename(launcher[0])} exited with {rc}"),
+              file=sys.stderr, flush=True)
+        rc = 0
+    del store
     if rc != 0:
         if not any(line.startswith("ERROR (") for line in tail):
             # a rank's message that mpiexec did not forward before the abort ended it

@@ -51,6 +51,9 @@ model_parallel=1     # M: groups of M workers split every layer (model paralleli
                      # data-parallel by --sync (Seide's 4 x 2: --num-workers 8 --model-parallel 2)
 comm_backend=mpi     # mpi (mpi4py) | torch (torch.distributed: gloo on CPUs, nccl on GPUs)
 comm_timeout=        # seconds a collective waits before the job ends naming the missing rank (default 45)
+elastic=false        # true: averaging goes on without a rank that is lost (over torch.distributed; the
+                     # ranks are started by pynnet-mpirun itself, on this host; a --mpirun of your own
+                     # must not kill the others when one dies: srun --kill-on-bad-exit=0)
 mpirun=              # the MPI launcher (default "mpiexec -n K"; e.g. "mpiexec -n 8 -f hosts", "srun --mpi=pmi2")
 # Kaldi nnet1's options
 hid_layers=          # = --nn-depth (with --dbn: hidden layers on top of the DBN's; only 0)
@@ -96,6 +99,7 @@ Options:
   --model-parallel <M>         # split every layer over groups of M workers (default 1)
   --double-buffering <true|false>  --error-feedback <true|false>   (1bit)
   --comm-backend <mpi|torch>  --comm-timeout <s>  --mpirun <launcher command>
+  --elastic <true|false>       # averaging survives a lost rank (docs/notes/parallel.md, Faults)
   --cmd <run.pl ...>           # job runner for the training job (default: run directly)"
 
 . ./path.sh 2>/dev/null || true
@@ -179,8 +183,12 @@ launch=()
 if [ "$num_workers" -gt 1 ]; then
   opts+=(--num-workers "$num_workers" --sync "$sync" --average-every "$average_every" --lr-scaling "$lr_scaling"
          --model-parallel "$model_parallel"
-         --double-buffering "$double_buffering" --error-feedback "$error_feedback" --comm-backend "$comm_backend")
+         --double-buffering "$double_buffering" --error-feedback "$error_feedback")
   [ -n "$comm_timeout" ] && opts+=(--comm-timeout "$comm_timeout")
+  if [ "$elastic" = true ]; then
+    opts+=(--elastic true)
+    [ "$comm_backend" = mpi ] && comm_backend=torch   # (the elastic job's backend)
+  fi
   if [ "$average_every" = auto ]; then
     if [ -z "$calibration" ]; then
       calibration=$dir/calibration.json
@@ -192,8 +200,9 @@ if [ "$num_workers" -gt 1 ]; then
     fi
     opts+=(--comm-share "$comm_share" --calibration "$calibration")
   fi
+  opts+=(--comm-backend "$comm_backend")
   launch=(pynnet-mpirun --num-workers "$num_workers" --comm-backend "$comm_backend" --log-dir "$dir/log"
-          --mpirun "${mpirun:-mpiexec -n $num_workers}" --)
+          --elastic "$elastic" --mpirun "${mpirun:-$([ "$elastic" = true ] || echo "mpiexec -n $num_workers")}" --)
 fi
 
 echo "$0: training $dir from $data and $alidir (log: $dir/log/train.log)" \
