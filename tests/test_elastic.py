@@ -52,9 +52,9 @@ def undisturbed(corpus):
     return _final(exp)
 
 
-def _kill_rank_mid_epoch(exp, cmd, rank):
-    """Run ``cmd``; SIGKILL job rank ``rank`` alone once a checkpoint inside epoch 2 is there.
-    Returns (exit status, output, seconds from the kill to the survivors' warning)."""
+def _kill_rank_mid_epoch(exp, cmd, rank, sig=signal.SIGKILL):
+    """Run ``cmd``; send ``sig`` to job rank ``rank`` alone once a checkpoint inside epoch 2 is
+    there. Returns (exit status, output, seconds from the signal to the survivors' warning)."""
     p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
     lines, killed_at, noticed_at = [], None, None
@@ -74,7 +74,7 @@ def _kill_rank_mid_epoch(exp, cmd, rank):
             st = torch.load(exp / "checkpoint.pt", weights_only=False)["ranks"][0]["state"]
             if st["epoch"] == 2 and st.get("epoch_step", 0) > 0:
                 _, pid = (exp / "log" / "ranks" / str(rank)).read_text().split()
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(int(pid), sig)
                 killed_at = time.time()
         except Exception:  # noqa: BLE001 - not there yet, or being replaced
             pass
@@ -116,6 +116,20 @@ def test_a_killed_rank_is_dropped_and_the_job_completes(corpus, undisturbed, ran
     ref = undisturbed["history"][-1]["cv_loss"]
     assert abs(hist[-1]["cv_loss"] - ref) <= 0.02 * ref, (hist[-1]["cv_loss"], ref)
     assert "lost_ranks" not in undisturbed
+
+
+@pytest.mark.slow
+def test_a_hung_rank_is_dropped_and_killed_at_the_end(corpus):
+    """SIGSTOP: the others time out (--comm-timeout 5), wait 10 s for it to answer, drop it; the
+    launcher kills it once the job has completed."""
+    root, data, ali = corpus
+    exp = root / "exp_hang"
+    rc, out, noticed = _kill_rank_mid_epoch(exp, _cmd(exp, data, ali), 2, signal.SIGSTOP)
+    assert rc == 0, out
+    assert noticed is not None and noticed < 60, out
+    assert "WARNING: lost rank(s) 2 in " in out
+    assert "rank 2 (pid" in out and "was dropped from the job and is still running: killed" in out
+    assert _final(exp)["lost_ranks"][0]["ranks"] == [2]
 
 
 def test_elastic_rerun_of_a_finished_job_says_so(corpus, undisturbed):

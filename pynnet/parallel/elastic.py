@@ -201,6 +201,15 @@ class ElasticCommunicator(Communicator):
         """Ends this rank only: the others go on without it."""
         super().abort(code)
 
+    def close(self) -> None:
+        """The end of a rank that lived through a loss: an abandoned group's threads may be waiting
+        on a hung peer until gloo's own time limit (minutes): the process ends without joining them."""
+        if self._abandoned:
+            import sys
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
     def _split(self, sub, groups, members) -> None:
         raise PynnetError("--elastic does not combine with --model-parallel")
 

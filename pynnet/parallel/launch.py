@@ -10,6 +10,7 @@ rank here, and <log-dir>/last_checkpoint (rank 0 writes it) says where a rerun r
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -97,7 +98,8 @@ def explain_failure(lines: list[str], log_dir: str, num_workers: int, launcher: 
     return None
 
 
-def _run_local(num_workers: int, command: list[str], env: dict, tail: deque) -> int:
+def _run_local(num_workers: int, command: list[str], env: dict, tail: deque, done_marker: str = "",
+               grace: float = 10.0) -> int:
     """The ranks as children of this process (PYNNET_RANK / PYNNET_SIZE), their output merged
     line by line onto stderr; each death said at once. Returns 0 if every rank succeeded, else
     the first failure's status (128 + signal for a signal)."""
@@ -122,10 +124,20 @@ def _run_local(num_workers: int, command: list[str], env: dict, tail: deque) -> 
     threads = [threading.Thread(target=pump, args=(p,), daemon=True) for p in procs]
     for t in threads:
         t.start()
-    first = 0
+    first, done_at = 0, None
     try:
         left = set(range(num_workers))
         while left:
+            # the job completed without a rank that hangs (dropped by the others): not forever
+            if done_at is None and done_marker and os.path.exists(done_marker) and len(left) < num_workers:
+                done_at = time.monotonic()
+            if done_at is not None and time.monotonic() - done_at > grace:
+                for r in sorted(left):
+                    with lock:
+                        print(f"pynnet-mpirun: rank {r} (pid {procs[r].pid}) was dropped from the job and is still "
+                              "running: killed", file=sys.stderr, flush=True)
+                    procs[r].kill()
+                done_at = math.inf
             for r in sorted(left):
                 code = procs[r].poll()
                 if code is None:
@@ -190,7 +202,7 @@ def run(num_workers: int, mpirun: str, log_dir: str, command: list[str], backend
         env.setdefault("MASTER_PORT", str(free_port()))
     tail: deque[str] = deque(maxlen=200)
     if local:
-        rc = _run_local(num_workers, command, env, tail)
+        rc = _run_local(num_workers, command, env, tail, done_marker)
     else:
         # (hydra reports a dead rank on stdout: both streams are read, and passed on to stderr)
         proc = subprocess.Popen(launcher + command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
