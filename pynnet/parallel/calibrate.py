@@ -2,8 +2,9 @@
 machine, for one rank alone and for two ranks at once (``mpiexec -n 2``, as bench/parallel.py and
 the training run them):
 
-* GEMM FLOP/s at the DNN's shapes (the three products of a 2048 x 2049 hidden layer and of the
-  9304-wide output layer) for a few frame counts, fitted to ``F n / (n + n_half)``; the low-rank
+* GEMM FLOP/s at the DNN's shapes: the three products of a 2048 x 2049 hidden layer for a few
+  frame counts, fitted to ``F n / (n + n_half)``, scaled to the whole 46M DNN's rate at 128
+  frames (every layer's own weights, from memory as in training); the low-rank
   products of NG-SGD; with 1 thread and with the threads asked for;
 * memory bandwidth: large copies and axpys (``add_``), and first-touch writes of fresh tensors;
 * the 1-bit quantizer (pynnet.parallel.quantize): values/s encoded and decoded;
@@ -57,6 +58,30 @@ def _gemm_rate(n: int, cols: int, rows: int, reps: int, budget: float) -> float:
     return 2 * n * rows * (3 * cols - 1) / _fastest(run, reps, budget)
 
 
+def _dnn_gemm_rate(n: int, reps: int, budget: float) -> float:
+    """FLOP/s of the whole 46M DNN's products over n frames, every layer with its own weights as
+    in training (180 MB of them, read from memory every step; one layer's 17 MB over and over
+    stays partly in the cache: 12% faster here), the weight gradient added into a buffer."""
+    import torch
+    from pynnet.parallel.perfmodel import SWB_46M
+    layers = SWB_46M.layers
+    ws = [torch.randn(o, i + 1) * 0.01 for i, o in layers]
+    xs = [torch.randn(n, i + 1) for i, _ in layers]
+    gs = [torch.randn(n, o) for _, o in layers]
+    ys = [torch.empty(n, o) for _, o in layers]
+    gxs = [torch.empty(n, i) for i, _ in layers]
+    gws = [torch.zeros_like(w) for w in ws]
+
+    def run():
+        for w, x, y in zip(ws, xs, ys):
+            torch.mm(x, w.t(), out=y)
+        for k, (w, x, g, gx, gw) in enumerate(zip(ws, xs, gs, gxs, gws)):
+            if k:   # (the first layer's input needs no error signal)
+                torch.mm(g, w[:, :-1], out=gx)
+            gw.addmm_(g.t(), x, beta=0.0)
+    return n * SWB_46M.flops_per_frame / _fastest(run, reps, budget)
+
+
 def _lowrank_rate(n: int, dim: int, rank: int, reps: int, budget: float) -> float:
     """FLOP/s of NG-SGD's products against a rank x dim basis: H = M R^T, M -= H R."""
     import torch
@@ -89,11 +114,9 @@ def measure_node(quick: bool, threads: int = 1, curve: bool = True) -> dict:
     hidden = {n: _gemm_rate(n, HIDDEN + 1, HIDDEN, reps, budget) for n in frames}
     out = {"threads": threads, "gemm_hidden_flops": {str(n): r for n, r in hidden.items()}}
     flops, half = _fit_curve(hidden) if curve else (hidden[128], 0.0)
-    # the DNN's whole set of products at 128 frames: 6 hidden-like layers and the output layer
-    # dominate (the first layer, 429 inputs, is 2% of the FLOPs): their FLOP-weighted rate
-    out_rate = out["gemm_output_flops_128"] = _gemm_rate(128, HIDDEN + 1, OUTPUT, reps, budget)
-    f_hidden, f_out = 6 * HIDDEN * (3 * HIDDEN + 2), OUTPUT * (3 * HIDDEN + 2)
-    dnn = (f_hidden + f_out) / (f_hidden / hidden[128] + f_out / out_rate)
+    out["gemm_output_flops_128"] = _gemm_rate(128, HIDDEN + 1, OUTPUT, reps, budget)
+    # the DNN's whole set of products at 128 frames, every layer's own weights (from memory)
+    dnn = _dnn_gemm_rate(128, reps, budget)
     out.update(gemm_dnn_flops_128=dnn,
                # the hidden layer's curve, scaled to the whole DNN's rate at 128 frames
                flops=flops * dnn / hidden[128], gemm_half_frames=half)
@@ -106,12 +129,24 @@ def measure_node(quick: bool, threads: int = 1, curve: bool = True) -> dict:
     out["mem_bw"] = out["axpy_bw"]
     out["alloc_bw"] = 4 * n / _fastest(lambda: torch.zeros(n), reps, budget)   # fresh pages, first touch
     del a, b
-    q = ErrorFeedbackQuantizer(HIDDEN, HIDDEN + 1)
-    g, acc = torch.randn(HIDDEN, HIDDEN + 1), torch.zeros(HIDDEN, HIDDEN + 1)
-    payload = torch.zeros(q.nbytes, dtype=torch.uint8)
-    values = HIDDEN * (HIDDEN + 1)
-    out["quantize_encode_values_per_s"] = values / _fastest(lambda: q.encode(g, payload), reps, budget)
-    out["quantize_decode_values_per_s"] = values / _fastest(lambda: q.decode_add(payload, acc), reps, budget)
+    # the quantizer over the whole DNN's gradient, every layer its own buffers (from memory, as in
+    # training; one 2048 x 2049 matrix over and over stays partly in the cache)
+    from pynnet.parallel.perfmodel import SWB_46M
+    qs = [ErrorFeedbackQuantizer(o, i + 1) for i, o in SWB_46M.layers]
+    gs = [torch.randn(o, i + 1) for i, o in SWB_46M.layers]
+    accs = [torch.zeros_like(g) for g in gs]
+    payloads = [torch.zeros(q.nbytes, dtype=torch.uint8) for q in qs]
+    values = SWB_46M.params
+
+    def encode():
+        for q, g, p in zip(qs, gs, payloads):
+            q.encode(g, p)
+
+    def decode():
+        for q, p, acc in zip(qs, payloads, accs):
+            q.decode_add(p, acc)
+    out["quantize_encode_values_per_s"] = values / _fastest(encode, reps, budget)
+    out["quantize_decode_values_per_s"] = values / _fastest(decode, reps, budget)
     return out
 
 
