@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Callable
 
 import numpy as np
@@ -352,6 +353,7 @@ def save_atomic(obj, path: str | os.PathLike) -> None:
     """torch.save through a temp file renamed onto path. A failed write (disk full, quota, file
     size limit) is a one-line error naming the file (torch's writer raises a RuntimeError with a
     C++ backtrace); nothing is left behind."""
+    obj = _canonical(obj)
     with atomic_path(path) as tmp:
         # through a file object: the archive inside is then named 'archive', not after the
         # temp file, so identical runs write identical bytes
@@ -364,6 +366,30 @@ def save_atomic(obj, path: str | os.PathLike) -> None:
                     raise OSError(out.error.errno, out.error.strerror, os.fspath(path)) from e
                 first = (str(e).strip().splitlines() or [""])[0]
                 fail(f"cannot write it (disk full or a file size limit?): {first}", path)
+
+
+def _canonical(obj, memo: dict | None = None):
+    """``obj`` with every str interned and its dicts, lists and tuples rebuilt (a container met
+    twice is rebuilt once; tensors and other objects are kept). Pickle writes a str once and
+    refers back to it where the same object recurs: a training resumed after a kill has its
+    history read back from checkpoint.pt, each key a str of its own where an uninterrupted run's
+    are shared literals, so the same model and history pickled to other bytes
+    (bench/kill_resume.py found it in final.nnet)."""
+    if type(obj) is str:
+        return sys.intern(obj)
+    if type(obj) not in (dict, list, tuple):
+        return obj
+    memo = {} if memo is None else memo
+    if id(obj) in memo:
+        return memo[id(obj)]
+    if type(obj) is dict:
+        out = {_canonical(k, memo): _canonical(v, memo) for k, v in obj.items()}
+    elif type(obj) is list:
+        out = [_canonical(v, memo) for v in obj]
+    else:
+        out = tuple(_canonical(v, memo) for v in obj)
+    memo[id(obj)] = out
+    return out
 
 
 class _KeepWriteError:
