@@ -268,9 +268,17 @@ def synthesize_split(cfg: SynthConfig, split: str, speakers: list[voices.Speaker
                 bar.update(int(min(total, target)) - bar.n)
                 if total >= target:
                     break
+        if pool is not None:
+            # the rest of the last batch is let finish, and the pool closed, not terminated:
+            # terminate() while imap still has tasks out can leave join() waiting for ever
+            for _ in results:
+                pass
+            pool.close()
+            pool.join()
+            pool = None
     finally:
         bar.close()
-        if pool is not None:
+        if pool is not None:   # (an error: nothing more is wanted from the workers)
             pool.terminate()
             pool.join()
     return done
