@@ -114,6 +114,10 @@ class Results:
                                              for v in ("program", "dither1", "dither0", "frame_dither",
                                                        "knf_naive_dither0")])
         self.cal = self._bench("calibration", ["flops", "mem_bw", "link_bw", "latency"])
+        # (the calibration after bench/parallel.py: the predictions use the mean of the two)
+        self.cal_after = None
+        if os.path.exists(self._path("calibration_after.json")):
+            self.cal_after = self._bench("calibration_after", ["flops", "mem_bw", "link_bw", "latency"])
         self.compare = self._bench("compare", [])
         rows = _get(self.compare, "rows", self._path("compare.json"), list)
         for r in rows:
@@ -547,14 +551,24 @@ def render(R: Results, out_md: str) -> list[str]:
           ""]
 
     # ---- predicted vs measured
+    def constants(c: dict) -> str:
+        return (f"GEMM {c['flops'] / 1e9:.1f} GFLOP/s (one thread, the DNN's shapes), memory "
+                f"{c['mem_bw'] / 1e9:.1f} GB/s, MPI allreduce {c['link_bw'] / 1e9:.2f} GB/s and "
+                f"{1e3 * c['latency']:.2f} ms per message"
+                + (f" (load average {c['loadavg_at_start']:.2f} at its start)"
+                   if isinstance(c.get("loadavg_at_start"), NUMBER) else ""))
+
     L += ["## Predicted against measured (`pynnet-parallel-model`)", "",
-          command(R.cmd["calibration"]), "", command(R.cmd["compare"]), "",
-          f"The calibration here: GEMM {cal['flops'] / 1e9:.1f} GFLOP/s (one thread, the DNN's shapes), memory "
-          f"{cal['mem_bw'] / 1e9:.1f} GB/s, MPI allreduce {cal['link_bw'] / 1e9:.2f} GB/s and "
-          f"{1e3 * cal['latency']:.2f} ms per message"
-          + (f" (load average {cal['loadavg_at_start']:.2f} at its start)" if isinstance(cal.get("loadavg_at_start"),
-                                                                                         NUMBER) else "")
-          + ". The model predicts each bench/parallel.py figure from these constants alone (nothing fitted to the "
+          command(R.cmd["calibration"]), ""]
+    if R.cal_after is not None:
+        after = R.cal_after
+        L += [command(R.cmd["calibration_after"]), "", command(R.cmd["compare"]), "",
+              f"The calibration right before bench/parallel.py: {constants(cal)}; right after it: "
+              f"{constants(after)}. The machine's GEMM rate moved by {100 * (after['flops'] / cal['flops'] - 1):+.1f}% "
+              "between them; the predictions use the mean of the two (`--hardware A,B`)."]
+    else:
+        L += [command(R.cmd["compare"]), "", f"The calibration here: {constants(cal)}."]
+    L += ["The model predicts each bench/parallel.py figure from these constants alone (nothing fitted to the "
           "bench). Error = predicted / measured - 1; for the communication shares, the difference in points.", ""]
     rows = []
     for r in R.compare["rows"]:

@@ -6,10 +6,11 @@ usage() {
   cat <<'EOF'
 usage: bench/run_all.sh [--out DIR] [--quick] [--report FILE]
 
-Runs, on this machine, one after the other: the parallel-efficiency model's calibration
-(pynnet-parallel-model --calibrate), bench/train_throughput.py (GEMM-peak fraction, NG-SGD
-overhead), bench/loader.py (the data loader's overhead), bench/parallel.py (K=1/K=2 speed-ups of
-every sync mode, bytes per frame), the model's predictions against them (--compare-bench), the
+Runs, on this machine, one after the other: bench/train_throughput.py (GEMM-peak fraction, NG-SGD
+overhead), bench/loader.py (the data loader's overhead), the parallel-efficiency model's
+calibration (pynnet-parallel-model --calibrate), bench/parallel.py (K=1/K=2 speed-ups of every
+sync mode, bytes per frame), the calibration again, the model's predictions from the two
+calibrations' mean against the bench (--compare-bench), the
 model for Seide et al.'s cases (--preset seide2014-k20x), bench/features.py, and
 bench/decode_threads.py when egs/synth has a decoded tri2 system. Each bench's JSON line goes to
 DIR/NAME.json, its command to DIR/NAME.cmd, its output to DIR/NAME.log; then bench/report.py
@@ -113,13 +114,16 @@ else
   cal_opts=(); tp_opts=(); loader_opts=()
   par_opts=(--steps 50 --minibatch 128); feat_opts=(--repeats 3)
 fi
-# (the calibration writes its file itself: that file is its result)
-step calibration pynnet-parallel-model --calibrate --out "$out/calibration.json" "${cal_opts[@]}"
 step train_throughput python bench/train_throughput.py "${tp_opts[@]}"
 step loader python bench/loader.py "${loader_opts[@]}"
+# the calibration right before and right after bench/parallel.py, the predictions from their mean
+# (a VM's speed drifts by 10-20% within minutes); each writes its file itself: that is its result
+step calibration pynnet-parallel-model --calibrate --out "$out/calibration.json" "${cal_opts[@]}"
 step parallel python bench/parallel.py "${par_opts[@]}"
-step compare pynnet-parallel-model --hardware "$out/calibration.json" --compare-bench "$out/parallel.json" --json
-step machine_model pynnet-parallel-model --hardware "$out/calibration.json" --json
+step calibration_after pynnet-parallel-model --calibrate --out "$out/calibration_after.json" "${cal_opts[@]}"
+cals="$out/calibration.json,$out/calibration_after.json"
+step compare pynnet-parallel-model --hardware "$cals" --compare-bench "$out/parallel.json" --json
+step machine_model pynnet-parallel-model --hardware "$cals" --json
 # (one JSON line per case: kept whole as seide_model.jsonl)
 step seide_model --text "for each N and Z of the papers' tables (bench/run_all.sh): pynnet-parallel-model --preset seide2014-k20x --minibatch N --z Z --json" \
   seide_model

@@ -212,3 +212,17 @@ def test_run_all_usage_and_bad_options():
         r = subprocess.run(["bash", RUN_ALL, *bad], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
         assert r.stderr.startswith("bench/run_all.sh: ") and not r.stdout
+
+
+def test_report_with_the_calibration_after_the_bench_gives_both_and_the_drift(results, tmp_path):
+    after = dict(CALIBRATION, flops=CALIBRATION["flops"] * 0.9, loadavg_at_start=0.33)
+    (results / "calibration_after.json").write_text(json.dumps(after) + "\n")
+    (results / "calibration_after.cmd").write_text(
+        "pynnet-parallel-model --calibrate --out $RESULTS/calibration_after.json\n")
+    out = tmp_path / "PERFORMANCE.md"
+    r = _report(results, out)
+    assert r.returncode == 0, r.stderr
+    md = out.read_text().split("## Predicted against measured")[1].split("\n## ")[0]
+    assert "`. ./path.sh && pynnet-parallel-model --calibrate --out $RESULTS/calibration_after.json`" in md
+    assert "right before bench/parallel.py" in md and "right after it" in md
+    assert "moved by -10.0% between them" in md and "load average 0.33" in md

@@ -176,6 +176,26 @@ def test_compare_bench_rows():
     assert "fps_k1" not in {r["key"] for r in only}
 
 
+def test_the_mean_of_two_calibrations_predicts_between_them(tmp_path):
+    slow = dict(CAL, flops=CAL["flops"] / 2, date="b",
+                single=dict(CAL["single"], gemm_dnn_flops_128=CAL["single"]["gemm_dnn_flops_128"] / 2))
+    fast = dict(CAL, date="a")
+    mean = pm.mean_calibration([fast, slow])
+    assert mean["flops"] == pytest.approx(0.75 * CAL["flops"]) and mean["flops_drift"] == pytest.approx(0.5)
+    assert mean["single"]["gemm_dnn_flops_128"] == pytest.approx(0.75 * CAL["single"]["gemm_dnn_flops_128"])
+    assert mean["merged"] == ["a", "b"] and mean["latency"] == CAL["latency"]
+    fps = [pm.predict_bench(c, 128, 1024)["fps_k1"] for c in (slow, mean, fast)]
+    assert fps[0] < fps[1] < fps[2]
+    # the command line: --hardware A,B
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(fast))
+    b.write_text(json.dumps(slow))
+    assert pm.load_calibrations(f"{a},{b}")["flops"] == pytest.approx(mean["flops"])
+    assert pm.load_calibrations(str(a)) == fast
+    r = subprocess.run([PROG, "--hardware", f"{a},{tmp_path / 'none.json'}", "--json"], capture_output=True, text=True)
+    assert r.returncode == 1 and "none.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 # ---------------------------------------------------------------------------- the command line
 def test_cli_json_keys(capsys):
     assert main(["--preset", "seide2014-k20x", "--json"]) == 0

@@ -26,7 +26,8 @@ def _args(argv):
     p = _parser("pynnet-parallel-model", __doc__.split("\n\n")[0], usage=USAGE)
     p.add_argument("--preset", default="", help="seide2014-k20x (the default without --hardware): K20X GPUs, "
                    "3.95 TFLOP/s, 250 GB/s, PCIe 6 GB/s, the 46M Switchboard DNN")
-    p.add_argument("--hardware", default="", help="a --calibrate file: this machine's constants")
+    p.add_argument("--hardware", default="", help="a --calibrate file: this machine's constants (A,B: the mean "
+                   "of several, e.g. taken before and after a bench)")
     for opt, what in (("--flops", "peak GEMM FLOP/s of a node"), ("--mem-bw", "memory bytes/s of a node"),
                       ("--link-bw", "bytes/s per direction of a node's link (data parallel)"),
                       ("--bus-bw", "bytes/s of the bus a server's nodes share (model parallel; default "
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return _calibrate(a)
     if a.preset and a.hardware:
         fail("give --preset or --hardware, not both")
-    cal = pm.load_calibration(a.hardware) if a.hardware else None
+    cal = pm.load_calibrations(a.hardware) if a.hardware else None
     if a.compare_bench:
         if cal is None:
             fail("--compare-bench needs --hardware FILE (a --calibrate file of the machine the bench ran on)")
