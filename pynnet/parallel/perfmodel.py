@@ -510,13 +510,15 @@ def load_calibrations(spec: str) -> dict:
     10-20% within minutes: the calibrations taken before and after a bench bracket the machine
     the bench ran on)."""
     paths = [p for p in spec.split(",") if p]
+    if not paths:
+        fail(f"--hardware '{spec}': no calibration file named")
     cals = [load_calibration(p) for p in paths]
     return cals[0] if len(cals) == 1 else mean_calibration(cals)
 
 
 def mean_calibration(cals: list[dict]) -> dict:
     """The mean of every number the calibrations share (nested dicts included; lists, strings and
-    the rest from the first), with ``merged`` = their dates and ``flops_drift`` = last / first."""
+    the rest from the first)."""
     def mean(vals: list):
         first = vals[0]
         if isinstance(first, bool) or not all(isinstance(v, type(first)) for v in vals) or \
@@ -527,10 +529,7 @@ def mean_calibration(cals: list[dict]) -> dict:
         if isinstance(first, dict):
             return {k: mean([v[k] for v in vals]) if all(k in v for v in vals) else first[k] for k in first}
         return first
-    out = mean(cals)
-    out["merged"] = [c.get("date") for c in cals]
-    out["flops_drift"] = cals[-1]["flops"] / cals[0]["flops"]
-    return out
+    return mean(cals)
 
 
 # ---------------------------------------------------------------------------- our own training
