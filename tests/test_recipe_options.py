@@ -16,8 +16,8 @@ SAFE = ["--stage", "99", "--stop-stage", "0"]
     ([*SAFE, "--nj", "0"], "--nj must be positive"),
     ([*SAFE, "--nj", "2x"], "--nj must be an integer, not '2x'"),
     ([*SAFE, "--rbm-iter", ""], "--rbm-iter must be an integer, not ''"),
-    ([*SAFE, "--avg-minibatch", "0"], "--avg-minibatch must be positive"),
-    ([*SAFE, "--avg-minibatch", "128k"], "--avg-minibatch must be an integer, not '128k'"),
+    ([*SAFE, "--dnn-minibatch", "0"], "--dnn-minibatch must be positive"),
+    ([*SAFE, "--dnn-minibatch", "128k"], "--dnn-minibatch must be an integer, not '128k'"),
     ([*SAFE, "--train-hours", "one"], "--train-hours must be a number of hours, not 'one'"),
 ])
 def test_bad_options_are_refused(args, msg):

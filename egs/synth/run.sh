@@ -34,16 +34,17 @@ nnet_threads=2        # torch threads for stage 10 and the 1-worker DNN (this ma
                       # resume of a training needs the same number)
 num_workers=2         # stage 11: MPI ranks of the DNN training (threads each: cores / workers)
 average_every=10      # minibatches between model averages (Su & Chen: 10 beat 20)
-avg_minibatch=        # stage 11: frames per update on each averaging rank (empty: 256 / --num-workers, so
-                      # that the K ranks' updates together take the 1-worker's 256 frames and an epoch has
-                      # its number of updates; 256 per rank lost 0.66 on dev over four seeds: RESULTS)
+dnn_minibatch=256     # stage 11, 13: frames per update of the NG-SGD/SGD DNNs, their ranks together (set it
+                      # here, not in --dnn-opts): one worker's minibatch; with averaging, dnn_minibatch / K
+                      # per rank (rounded up), so that an epoch has the 1-worker's number of updates (256 per
+                      # rank lost 0.66 on dev over four seeds: RESULTS)
 compare_parallel=false  # stage 11-12: also exp/dnn (1 worker), exp/dnn_avg1bit (1-bit averaging) and
                         # exp/dnn_1bit (1-bit SGD, Seide et al.)
 dnn_opts="--max-epochs 10"
 onebit_opts="--optimizer adagrad --learn-rate 0.016 --minibatch-size 256"   # exp/dnn_1bit (global minibatch)
 help_message="Usage: $0 [--stage N] [--stop-stage N] [--nj N] [--train-hours H] [--seed S] [--ablations true|false]
   [--smbr true|false] [--smbr-iters N] [--tri1-leaves N --tri1-gauss N --tri2-leaves N --tri2-gauss N] [--rbm-iter N] [--nnet-threads N]
-  [--num-workers N] [--average-every N] [--avg-minibatch N] [--compare-parallel true|false] [--dnn-opts \"...\"] [--onebit-opts \"...\"]"
+  [--num-workers N] [--average-every N] [--dnn-minibatch N] [--compare-parallel true|false] [--dnn-opts \"...\"] [--onebit-opts \"...\"]"
 
 cd "$(dirname "$0")"
 . ./cmd.sh
@@ -55,7 +56,7 @@ if [ $# -ne 0 ]; then
   echo "$0: unexpected argument(s): $*" >&2; printf '%s\n' "$help_message" >&2; exit 1
 fi
 for v in stage stop_stage seed nj tri1_leaves tri1_gauss tri2_leaves tri2_gauss rbm_iter nnet_threads smbr_iters \
-    num_workers average_every ${avg_minibatch:+avg_minibatch}; do
+    num_workers average_every dnn_minibatch; do
   case "$v:${!v}" in
     *:|*:*[!0-9]*) echo "$0: --${v//_/-} must be an integer, not '${!v}'" >&2; exit 1 ;;
     stage:*|stop_stage:*|seed:*) ;;
@@ -137,7 +138,7 @@ if run 10; then
 fi
 
 # the recipe's DNN: RBM pretraining -> NG-SGD local updates -> periodic MPI averaging
-[ -n "$avg_minibatch" ] || avg_minibatch=$(( (256 + num_workers - 1) / num_workers ))
+avg_minibatch=$(( (dnn_minibatch + num_workers - 1) / num_workers ))   # per averaging rank
 dnn=exp/dnn_avg; [ "$num_workers" -gt 1 ] || dnn=exp/dnn
 if run 11; then
   echo "$0: stage 11: DNN training (DBN init, NG-SGD, $num_workers workers, minibatches of $avg_minibatch per rank, averaged every $average_every)"
@@ -147,7 +148,7 @@ if run 11; then
       data-fbank/train data/lang exp/tri2_ali exp/dnn_avg
   fi
   if [ "$num_workers" -eq 1 ] || [ "$compare_parallel" = true ]; then
-    steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd --num-threads $nnet_threads \
+    steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer ngsgd --num-threads $nnet_threads --minibatch-size $dnn_minibatch \
       data-fbank/train data/lang exp/tri2_ali exp/dnn
   fi
   if [ "$compare_parallel" = true ]; then
@@ -169,10 +170,10 @@ fi
 
 if run 13 && [ "$ablations" = true ]; then
   echo "$0: stage 13: ablations (two trainings side by side, one core each)"
-  steps/nnet/train.sh $dnn_opts --nn-depth 4 --hid-dim 512 --optimizer sgd \
+  steps/nnet/train.sh $dnn_opts --nn-depth 4 --hid-dim 512 --optimizer sgd --minibatch-size $dnn_minibatch \
     data-fbank/train data/lang exp/tri2_ali exp/dnn_randinit_sgd > exp/dnn_randinit_sgd.out 2>&1 &
   pid1=$!
-  steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer sgd \
+  steps/nnet/train.sh $dnn_opts --dbn exp/dbn/final.dbn --optimizer sgd --minibatch-size $dnn_minibatch \
     data-fbank/train data/lang exp/tri2_ali exp/dnn_dbn_sgd > exp/dnn_dbn_sgd.out 2>&1 &
   pid2=$!
   wait $pid1 || { cat exp/dnn_randinit_sgd.out; exit 1; }
