@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Viterbi-align a data dir with a GMM system (Kaldi's steps/align_si.sh): speaker-independent
-# features as the source system used them (its cmvn_opts/delta_opts), training graphs compiled
+# features as the source system used them (its cmvn_opts/delta_opts, or splice_opts + final.mat
+# for LDA+MLLT; a SAT system's fMLLR is steps/align_fmllr.sh's), training graphs compiled
 # from the transcripts, beam then --retry-beam.  Utterances that fail even with the retry beam
 # are named in the logs, counted here, and left out of ali.JOB.gz.
-# Writes <align-dir>/{ali.JOB.gz,final.mdl,tree,final.occs,num_jobs,cmvn_opts,delta_opts,phones.txt,log/}.
+# Writes <align-dir>/{ali.JOB.gz,final.mdl,tree,final.occs,num_jobs,cmvn_opts,delta_opts|splice_opts+final.mat,phones.txt,log/}.
 
 # Begin configuration section.
 nj=4
@@ -46,11 +47,6 @@ for f in $data/text $data/feats.scp $data/utt2spk $lang/L.fst $lang/words.txt \
 done
 . steps/libs/jobs.sh
 jobs_check_nj "$nj"
-# A Kaldi LDA+MLLT or SAT system transforms its features (final.mat): pynnet has no such stage.
-if [ -f "$srcdir/final.mat" ]; then
-  echo "$0: $srcdir/final.mat: LDA+MLLT/SAT feature transforms are not supported (use a delta-feature system)" >&2
-  exit 1
-fi
 # A model trained with another phone set cannot align with this lang dir (as utils/mkgraph.sh).
 utils/lang/check_phones_compatible.sh $srcdir/phones.txt $lang/phones.txt || exit 1
 cmd="jobs_report $cmd"  # a failed job's ERROR line is the reason given
@@ -60,15 +56,16 @@ echo $nj > $dir/num_jobs
 sdata=$data/split$nj
 [[ -d $sdata && $data/feats.scp -ot $sdata ]] || utils/split_data.sh $data $nj >/dev/null
 
-cmvn_opts=$(cat $srcdir/cmvn_opts 2>/dev/null || true)
-delta_opts=$(cat $srcdir/delta_opts 2>/dev/null || true)   # empty: add-deltas' order 2
-echo "$cmvn_opts" > $dir/cmvn_opts
-echo "$delta_opts" > $dir/delta_opts
+. steps/libs/gmm_feats.sh
+rm -f $dir/delta_opts $dir/splice_opts $dir/final.mat $dir/full.mat $dir/final.alimdl
+gmm_copy_feat_files $srcdir $dir   # cmvn_opts, delta_opts or splice_opts + final.mat
+[ -f $dir/cmvn_opts ] || touch $dir/cmvn_opts
+[ -f $dir/final.mat ] || [ -f $dir/delta_opts ] || touch $dir/delta_opts   # empty: add-deltas' order 2
+gmm_feat_opts $dir   # feat_opts: speaker-independent features (delta, or LDA+MLLT with final.mat)
 cp $srcdir/tree $dir/tree
 cp -L $srcdir/final.mdl $dir/final.mdl
 [ -f $srcdir/final.occs ] && cp -L $srcdir/final.occs $dir/final.occs
 cp $lang/phones.txt $dir 2>/dev/null || true
-feat_opts=(--cmvn-opts "$cmvn_opts" $delta_opts)
 silphones=$(cat $lang/phones/optional_silence.csl)
 align_opts="$scale_opts --beam $beam --retry-beam $retry_beam --careful $careful --boost-silence $boost_silence --silence-phones $silphones"
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lattice decoding with a GMM model (Kaldi's steps/decode.sh), then scoring.
 # The model is <decode-dir>/../<iter>.mdl (default final.mdl); features are made as in training,
-# from <decode-dir>/../cmvn_opts and delta_opts.  Writes <decode-dir>/{lat.JOB.gz,num_jobs,rtf,log/decode.JOB.log}
+# from <decode-dir>/../cmvn_opts and delta_opts (or splice_opts and final.mat: LDA+MLLT); a SAT
+# system is decoded with steps/decode_fmllr.sh.  Writes <decode-dir>/{lat.JOB.gz,num_jobs,rtf,log/decode.JOB.log}
 # (rtf: the real-time factor line it prints)
 # and, unless --skip-scoring true or <data-dir> has no text (unlabelled data), the scoring outputs (wer_LMWT_WIP, scoring_kaldi/...).
 
@@ -21,7 +22,7 @@ scoring_opts=
 num_threads=1     # utterances decoded at once in each job (Kaldi: gmm-latgen-faster-parallel)
 decode_extra_opts=  # more options for pynnet-gmm-latgen-faster
 parallel_opts=    # (ignored, as in Kaldi)
-transform_dir=    # (Kaldi's fMLLR transforms: not supported, refused)
+transform_dir=    # a decode (or align) dir whose fMLLR transforms trans.JOB to apply (same --nj)
 # End configuration section.
 
 help_message="Usage: $0 [options] <graph-dir> <data-dir> <decode-dir>
@@ -47,28 +48,29 @@ Options:
 . steps/libs/decode.sh
 
 decode_args "$@"  # graphdir data dir srcdir
-decode_refuse transform-dir "$transform_dir" "fMLLR (SAT) transforms are not supported"
 
 [ -z "$model" ] && model=$srcdir/$iter.mdl
-# A Kaldi LDA+MLLT or SAT system transforms its features (final.mat): pynnet has no such stage.
-if [ -f "$srcdir/final.mat" ]; then
-  echo "$0: $srcdir/final.mat: LDA+MLLT/SAT feature transforms are not supported (use a delta-feature system)" >&2
-  exit 1
-fi
 
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$model"; do
   [ -f "$f" ] || { echo "$0: no such file $f" >&2; exit 1; }
 done
 
-cmvn_opts=
-delta_opts=   # as Kaldi's: the exp dir's delta_opts (add-deltas options; absent or empty: order 2)
-[ -f "$srcdir/cmvn_opts" ] && cmvn_opts=$(cat "$srcdir/cmvn_opts")
-[ -f "$srcdir/delta_opts" ] && delta_opts=$(cat "$srcdir/delta_opts")
+# as Kaldi's: the exp dir's cmvn_opts and delta_opts (add-deltas options; absent or empty: order 2),
+# or splice_opts + final.mat (LDA+MLLT)
+. steps/libs/gmm_feats.sh
+gmm_feat_opts "$srcdir"
+cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
 if ! echo " $cmvn_opts " | grep -q -- "--norm-means=false"; then
   [ -f "$data/cmvn.scp" ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
 fi
 
 decode_setup  # checks --nj, makes the decode dir, sets sdata
+if [ -n "$transform_dir" ]; then
+  [ -f "$transform_dir/trans.1" ] || { echo "$0: no such file $transform_dir/trans.1 (--transform-dir)" >&2; exit 1; }
+  tnj=$(cat "$transform_dir/num_jobs" 2>/dev/null || echo "?")
+  [ "$tnj" = "$nj" ] || { echo "$0: --transform-dir $transform_dir has $tnj jobs, this decode $nj: use --nj $tnj" >&2; exit 1; }
+  feat_opts+=(--fmllr "$transform_dir/trans.JOB")
+fi
 
 if [ "$stage" -le 0 ]; then
   echo "$0: decoding $data with $model ($nj jobs)"
@@ -78,7 +80,7 @@ if [ "$stage" -le 0 ]; then
     pynnet-gmm-latgen-faster --max-active $max_active --min-active $min_active --beam $beam \
       --lattice-beam $lattice_beam --acoustic-scale $acwt --allow-partial true \
       --num-threads $num_threads $decode_extra_opts \
-      --word-symbol-table "$graphdir/words.txt" --cmvn-opts "$cmvn_opts" $delta_opts \
+      --word-symbol-table "$graphdir/words.txt" "${feat_opts[@]}" \
       "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$(decode_lat_wspec)"
   decode_report_rtf  # real-time factor line, <decode-dir>/rtf
 fi

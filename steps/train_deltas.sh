@@ -81,49 +81,7 @@ ciphonelist=$(cat $lang/phones/context_indep.csl)
 . steps/libs/train_gmm.sh
 gmm_train_setup  # sdata, feat_opts, cache_opts, boost_opts
 
-if [ $stage -le -3 ]; then
-  echo "$0: accumulating tree stats"
-  $cmd JOB=1:$nj $dir/log/acc_tree.JOB.log \
-    pynnet-acc-tree-stats $context_opts --ci-phones $ciphonelist "${feat_opts[@]}" \
-      $alidir/final.mdl $sdata/JOB $alidir/ali.JOB.gz $dir/JOB.treeacc
-  $cmd $dir/log/sum_tree_acc.log \
-    pynnet-sum-tree-stats $dir/treeacc $(for n in $(seq $nj); do echo $dir/$n.treeacc; done)
-  rm -f $dir/[0-9]*.treeacc
-fi
-
-if [ $stage -le -2 ]; then
-  echo "$0: getting questions for tree-building, via clustering"
-  $cmd $dir/log/questions.log \
-    pynnet-cluster-phones $context_opts $dir/treeacc $lang/phones/sets.int $dir/questions.int
-  [ -f $lang/phones/extra_questions.int ] && cat $lang/phones/extra_questions.int >> $dir/questions.int
-  $cmd $dir/log/compile_questions.log \
-    pynnet-compile-questions $context_opts $lang/topo $dir/questions.int $dir/questions.qst
-
-  echo "$0: building the tree"
-  $cmd $dir/log/build_tree.log \
-    pynnet-build-tree $context_opts --max-leaves $numleaves --cluster-thresh $cluster_thresh \
-      $dir/treeacc $lang/phones/roots.int $dir/questions.qst $lang/topo $dir/tree
-
-  $cmd $dir/log/init_model.log \
-    pynnet-gmm-init-model --write-occs $dir/1.occs $dir/tree $dir/treeacc $lang/topo $dir/1.mdl
-  if grep -q "no stats" $dir/log/init_model.log; then
-    grep "no stats" $dir/log/init_model.log | head -5
-    echo "$0: ** the warnings about 'no stats' mean phones (or groups of phones) had no data **"
-  fi
-  rm -f $dir/treeacc
-fi
-
-if [ $stage -le -1 ]; then
-  echo "$0: converting alignments from $alidir to use current tree"
-  $cmd JOB=1:$nj $dir/log/convert.JOB.log \
-    pynnet-convert-ali $alidir/final.mdl $dir/1.mdl $dir/tree $alidir/ali.JOB.gz $dir/ali.JOB.gz
-fi
-
-if [ $stage -le 0 ]; then
-  echo "$0: compiling graphs of transcripts"
-  $cmd JOB=1:$nj $dir/log/compile_graphs.JOB.log \
-    pynnet-compile-train-graphs $dir/tree $dir/1.mdl $lang $sdata/JOB $dir/fsts.JOB.gz
-fi
+gmm_build_tree  # stages -3..0
 
 x=1
 while [ $x -lt $num_iters ]; do

@@ -142,3 +142,20 @@ def check_stats_context(stats, a: argparse.Namespace, path: str) -> None:
     if (stats.context_width, stats.central_position) != (a.context_width, a.central_position):
         fail(f"stats have context width {stats.context_width} / central position {stats.central_position}, "
              f"options say {a.context_width} / {a.central_position}", path)
+
+
+def add_transform_opts(p: argparse.ArgumentParser) -> None:
+    """The options of LDA+MLLT and SAT systems' features (after CMVN and deltas)."""
+    p.add_argument("--splice-opts", default="", help="splice-feats options, e.g. '--left-context=3 --right-context=3' "
+                   "(LDA+MLLT systems: the exp dir's splice_opts, with --delta-order 0)")
+    p.add_argument("--transform", default="", help="feature transform applied after splicing (final.mat)")
+    p.add_argument("--fmllr", default="", help="per-speaker fMLLR transforms (trans.JOB ark, keyed by the data "
+                   "dir's speakers) applied last")
+
+
+def feat_transforms_of(a: argparse.Namespace, data_dir: str):
+    """The ``FeatTransforms`` of the options ``add_transform_opts`` adds (None: none given)."""
+    from pynnet.hmm.train import feat_transforms
+
+    return feat_transforms(data_dir, a.splice_opts, a.transform, a.fmllr)
+

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from pynnet.bin._cli import cli, prog_name
-from pynnet.bin._opts import float_opt, int_opt, parser
+from pynnet.bin._opts import add_transform_opts, feat_transforms_of, float_opt, int_opt, parser
 from pynnet.io.errors import fail
 from pynnet.io.progress import progress_kwargs
 from pynnet.io.tables import ascii_int, split_fields
@@ -217,6 +217,7 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
         "(ark:/scp:) is used as it is.")
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options from the exp dir's cmvn_opts")
     p.add_argument("--delta-order", type=int_opt, default=2, help="from the exp dir's delta_opts (default 2)")
+    add_transform_opts(p)
     p.add_argument("model")
     p.add_argument("fst")
     p.add_argument("features")
@@ -234,7 +235,8 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
     scorer, m = GmmScorer(am), tid2pdf(tm)
     if os.path.isdir(a.features):
         from pynnet.hmm.train import gmm_features
-        feats = gmm_features(a.features, a.cmvn_opts, a.delta_order)
+        feats = gmm_features(a.features, a.cmvn_opts, a.delta_order,
+                             transforms=feat_transforms_of(a, a.features))
         where = a.features
     else:
         feats = _matrices(a.features)
@@ -245,8 +247,8 @@ def gmm_latgen_faster_main(argv: list[str] | None = None) -> int:
             return DecodeResult(False, False)
         if x.ndim != 2 or x.shape[1] != scorer.dim:
             fail(f"feature dimension {x.shape[-1]} of utterance '{utt}' does not match the model's "
-                 f"{scorer.dim} ({a.model}); check --cmvn-opts/--delta-order (exp dir's cmvn_opts, "
-                 f"delta_opts)", where)
+                 f"{scorer.dim} ({a.model}); check --cmvn-opts/--delta-order/--splice-opts/--transform "
+                 f"(exp dir's cmvn_opts, delta_opts, splice_opts, final.mat)", where)
         return decode_loglikes(hclg, tm, scorer.loglikes(x), a.acoustic_scale, cfg, utt=utt, tid2pdf_map=m)
 
     return _run_decoder(a, feats, a.model, decode_one)

@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import add_binary_opt, float_opt, int_opt, kaldi_bool, log, parser
+from pynnet.bin._opts import (add_binary_opt, add_transform_opts, feat_transforms_of, float_opt, int_opt, kaldi_bool,
+                              log, parser)
 from pynnet.io.errors import PynnetError, fail
 from pynnet.io.progress import progress_kwargs
 
@@ -26,6 +27,14 @@ def _feat_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta-order", type=int_opt, default=2, help="order of delta features (default 2)")
     p.add_argument("--feats-cache", default="", help="cache file (.npz) of the processed features, reused by "
                    "later passes while the data dir and options are unchanged")
+    add_transform_opts(p)
+
+
+def check_feat_dim(feats: np.ndarray, dim: int | None, model: str, data_dir: str) -> None:
+    """The processed features must have the model's dimension (one line naming both)."""
+    if dim is not None and feats.shape[0] and feats.shape[1] != dim:
+        fail(f"feature dimension {feats.shape[1]} does not match the model's {dim} ({model}); different "
+             "--cmvn-opts/--delta-order/--splice-opts/--transform than the system was trained with?", data_dir)
 
 
 def _text(data_dir: str) -> dict[str, list[str]]:
@@ -72,7 +81,8 @@ def init_mono_main(argv: list[str] | None = None) -> int:
     shared = read_int_sets(a.shared_phones) if a.shared_phones else None
 
     def subset():
-        for i, (_, x) in enumerate(gmm_features(a.data_dir, a.cmvn_opts, a.delta_order)):
+        for i, (_, x) in enumerate(gmm_features(a.data_dir, a.cmvn_opts, a.delta_order,
+                                                transforms=feat_transforms_of(a, a.data_dir))):
             if i >= a.num_utts:
                 break
             yield x
@@ -179,10 +189,8 @@ def acc_stats_main(argv: list[str] | None = None) -> int:
     accs = GmmAccs.zeros(am, tables.pdf.size - 1)
     t0 = time.time()
     keys, lengths, feats = gmm_features_batch(a.data_dir, a.cmvn_opts, a.delta_order, alis.keys(),
-                                              a.feats_cache or None)
-    if keys and feats.shape[1] != am.dim:
-        fail(f"feature dimension {feats.shape[1]} does not match the model's {am.dim} "
-             "(different --cmvn-opts/--delta-order?)", a.data_dir)
+                                              a.feats_cache or None, feat_transforms_of(a, a.data_dir))
+    check_feat_dim(feats, am.dim, a.model, a.data_dir)
     keep = np.ones(feats.shape[0], bool)
     ts = []
     bad_len = 0
@@ -245,6 +253,9 @@ def est_main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-gaussian-occupancy", type=float_opt, default=10.0)
     p.add_argument("--min-gaussian-weight", type=float_opt, default=1e-5)
     p.add_argument("--min-variance", type=float_opt, default=0.001)
+    p.add_argument("--remove-low-count-gaussians", type=kaldi_bool, default=True,
+                   help="remove Gaussians below the occupancy/weight thresholds (false: keep them, as a SAT "
+                   "alignment model must)")
     p.add_argument("--transition-floor", type=float_opt, default=0.01)
     p.add_argument("--transition-min-count", type=float_opt, default=5.0)
     p.add_argument("--write-occs", default="", help="write per-pdf occupancies (Kaldi vector)")
@@ -266,7 +277,8 @@ def est_main(argv: list[str] | None = None) -> int:
     tm, t_impr, t_count = transition_update(tm, accs.trans, a.transition_floor, a.transition_min_count)
     log(f"Transition model update: average {t_impr / max(t_count, 1):.5f} log-like improvement per frame "
          f"over {t_count:.0f} frames")
-    st = mle_update(am, accs, a.min_gaussian_occupancy, a.min_gaussian_weight, a.min_variance)
+    st = mle_update(am, accs, a.min_gaussian_occupancy, a.min_gaussian_weight, a.min_variance,
+                    a.remove_low_count_gaussians)
     log(f"GMM update: objf improvement {st.objf_impr / max(st.count, 1):.5f} per frame over {st.count:.0f} frames; "
          f"{st.floored} variances floored, {st.removed} Gaussians removed")
     log(f"Overall avg like per frame (Gaussian only) = {accs.tot_like / max(accs.num_frames, 1):.5f} "
@@ -332,7 +344,9 @@ def _run_alignment(a, aligner, graph_for, utts, data_dir: str, out_path: str) ->
 
     out = {}
     t0 = time.time()
-    keys, lengths, feats = gmm_features_batch(data_dir, a.cmvn_opts, a.delta_order, utts, a.feats_cache or None)
+    keys, lengths, feats = gmm_features_batch(data_dir, a.cmvn_opts, a.delta_order, utts, a.feats_cache or None,
+                                              feat_transforms_of(a, data_dir))
+    check_feat_dim(feats, aligner.dim, a.model, data_dir)
     seen = set(keys)
     ends = np.cumsum(lengths)
     with _progress(len(keys), "align") as bar:

@@ -14,16 +14,17 @@ import os
 import numpy as np
 
 from pynnet.bin._cli import cli
-from pynnet.bin._opts import (add_binary_opt, add_context_opts, check_stats_context, float_opt, int_list, int_opt,
-                              kaldi_bool, log, parser, setup_logging)
+from pynnet.bin._opts import (add_binary_opt, add_context_opts, add_transform_opts, check_stats_context, feat_transforms_of,
+                              float_opt, int_list, int_opt, kaldi_bool, log, parser, setup_logging)
 from pynnet.io.errors import PynnetError, fail
 
 
-def _features(spec: str, cmvn_opts: str, delta_order: int):
-    """(utt, matrix) from a data dir (CMVN + deltas, as the GMM stages) or a Kaldi rspecifier."""
+def _features(spec: str, a: argparse.Namespace):
+    """(utt, matrix) from a data dir (CMVN + deltas or LDA+MLLT/fMLLR, as the GMM stages) or a
+    Kaldi rspecifier."""
     if os.path.isdir(spec):
         from pynnet.hmm.train import gmm_features
-        return gmm_features(spec, cmvn_opts, delta_order)
+        return gmm_features(spec, a.cmvn_opts, a.delta_order, transforms=feat_transforms_of(a, spec))
     if ":" in spec:
         from pynnet.feat.tables import read_matrices
         return read_matrices(spec)
@@ -82,6 +83,7 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
                    "variance floor is applied by build-tree/gmm-init-model")
     p.add_argument("--cmvn-opts", default="", help="apply-cmvn options when features is a data dir")
     p.add_argument("--delta-order", type=int_opt, default=2, help="delta order when features is a data dir")
+    add_transform_opts(p)
     _stats_format_opts(p)
     p.add_argument("model")
     p.add_argument("features")
@@ -97,7 +99,7 @@ def acc_tree_stats_main(argv: list[str] | None = None) -> int:
     alis = read_alignments(a.alignments)
     phone_map = _read_phone_map(a.phone_map) if a.phone_map else None
     ci = int_list(a.ci_phones, "--ci-phones")
-    items = ((utt, alis.get(utt), x) for utt, x in _features(a.features, a.cmvn_opts, a.delta_order))
+    items = ((utt, alis.get(utt), x) for utt, x in _features(a.features, a))
     stats, counts = accumulate_tree_stats(tm, items, context_width=a.context_width,
                                           central_position=a.central_position, ci_phones=ci,
                                           phone_map=phone_map, progress=True)

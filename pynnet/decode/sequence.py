@@ -266,6 +266,19 @@ def forward_backward(lat: Lattice, acoustic_scale: float = 1.0, lm_scale: float 
     return fb.gamma, fb.total
 
 
+def lattice_posteriors(lat: Lattice, acoustic_scale: float = 1.0
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kaldi's lattice-to-post --acoustic-scale: (frames, transition-ids, posteriors) of the
+    arcs with a transition-id (not summed over arcs with the same frame and transition-id; the
+    sums are the same).  An empty lattice gives empty arrays."""
+    topo = _topology(lat)
+    if topo.num_frames < 0:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0)
+    fb = _forward_backward(lat, topo, acoustic_scale, 1.0)
+    return topo.frame.astype(np.int64), lat.ilabel[topo.emitting].astype(np.int64), fb.gamma[topo.emitting]
+
+
 def _pdf_matrix(lat: Lattice, topo: _Topo, tables: TransitionTables, values: np.ndarray,
                 num_pdfs: int | None) -> np.ndarray:
     """Kaldi's PosteriorToPdfMatrix: per-arc values summed per (frame, pdf) over arcs with a

@@ -153,13 +153,16 @@ class GmmAccs:
 
 
 def accumulate(am: AmGmm, feats: np.ndarray, tids: np.ndarray, tid2pdf: np.ndarray,
-               accs: GmmAccs, chunk: int = 20000) -> float:
+               accs: GmmAccs, chunk: int = 20000, post_feats: np.ndarray | None = None) -> float:
     """Add the statistics of frames ``feats`` (N, D) aligned to transition ids ``tids`` (N,).
 
     All frames of one call are grouped by pdf; each pdf's Gaussian posteriors come from one
     batched computation.  Pass many utterances at once (a whole job) for speed.
-    Returns the total log-likelihood of the frames."""
+    ``post_feats``: compute the Gaussian posteriors from these features instead (Kaldi's
+    gmm-acc-stats-twofeats: a SAT system's alignment model gets speaker-independent statistics
+    with the speaker-adapted posteriors).  Returns the total log-likelihood of the frames."""
     feats = np.asarray(feats, dtype=np.float64)
+    pfeats = feats if post_feats is None else np.asarray(post_feats, dtype=np.float64)
     tids = np.asarray(tids)
     pdfs = tid2pdf[tids]
     if tids.size and tids.max() >= accs.trans.size:
@@ -175,7 +178,11 @@ def accumulate(am: AmGmm, feats: np.ndarray, tids: np.ndarray, tid2pdf: np.ndarr
         for c0 in range(0, idx.size, chunk):
             x = feats[idx[c0:c0 + chunk]]
             x2 = x * x
-            ll = gc + x @ am.means_invvars[p].T - 0.5 * (x2 @ am.inv_vars[p].T)
+            if post_feats is None:
+                ll = gc + x @ am.means_invvars[p].T - 0.5 * (x2 @ am.inv_vars[p].T)
+            else:
+                px = pfeats[idx[c0:c0 + chunk]]
+                ll = gc + px @ am.means_invvars[p].T - 0.5 * ((px * px) @ am.inv_vars[p].T)
             mx = ll.max(1, keepdims=True)
             post = np.exp(ll - mx)
             s = post.sum(1, keepdims=True)
@@ -199,11 +206,16 @@ class UpdateStats:
 
 
 def mle_update(am: AmGmm, accs: GmmAccs, min_gaussian_occupancy: float = 10.0,
-               min_gaussian_weight: float = 1e-5, min_variance: float = 0.001) -> UpdateStats:
+               min_gaussian_weight: float = 1e-5, min_variance: float = 0.001,
+               remove_low_count: bool = True) -> UpdateStats:
     """Kaldi's MleDiagGmmUpdate for every pdf (means, variances, weights), in place.
 
     Gaussians with occupancy <= min_gaussian_occupancy or weight <= min_gaussian_weight are
-    removed (one is always kept, unchanged); variances are floored at min_variance."""
+    removed (one is always kept, unchanged); variances are floored at min_variance.
+    ``remove_low_count=False`` (gmm-est --remove-low-count-gaussians=false, for a SAT system's
+    alignment model, which must match the final model Gaussian for Gaussian) keeps them, unchanged."""
+    if not remove_low_count:
+        return _update_keeping_all(am, accs, min_gaussian_occupancy, min_gaussian_weight, min_variance)
     st = UpdateStats()
     for p in range(am.num_pdfs):
         occ = accs.occ[p]
@@ -232,6 +244,33 @@ def mle_update(am: AmGmm, accs: GmmAccs, min_gaussian_occupancy: float = 10.0,
             keep[j] = True
         if tot > 0:
             st.objf_impr += _expected_loglike(am, p, accs, keep) - old_like
+    return st
+
+
+def _update_keeping_all(am: AmGmm, accs: GmmAccs, min_occ: float, min_weight: float,
+                        min_variance: float) -> UpdateStats:
+    """mle_update without removal: a Gaussian below the occupancy/weight thresholds keeps its
+    mean and variance (its weight is still re-estimated, floored at ``min_weight``)."""
+    st = UpdateStats()
+    for p in range(am.num_pdfs):
+        occ = accs.occ[p]
+        tot = occ.sum()
+        st.count += tot
+        if tot <= 0:
+            continue
+        old_like = _expected_loglike(am, p, accs)
+        prob = occ / tot
+        upd = (occ > min_occ) & (prob > min_weight)
+        if upd.any():
+            mean = accs.x1[p][upd] / occ[upd, None]
+            var = accs.x2[p][upd] / occ[upd, None] - mean * mean
+            st.floored += int((var < min_variance).sum())
+            var = np.maximum(var, min_variance)
+            am.inv_vars[p][upd] = 1.0 / var
+            am.means_invvars[p][upd] = mean / var
+        w = np.maximum(prob, min_weight)
+        am.weights[p] = w / w.sum()
+        st.objf_impr += _expected_loglike(am, p, accs) - old_like
     return st
 
 

@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import zlib
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -20,7 +21,9 @@ import numpy as np
 from pynnet.hmm.lang import _read_int_rows, read_symbol_table
 from pynnet.io.errors import PynnetError, fail
 
-__all__ = ["parse_cmvn_opts", "gmm_features", "feature_dim", "init_mono", "monophone_tree",
+__all__ = ["parse_cmvn_opts", "parse_splice_opts", "FeatTransforms", "feat_transforms", "read_matrix",
+           "write_matrix", "read_matrix_table",
+           "gmm_features", "feature_dim", "init_mono", "monophone_tree",
            "GraphCompiler", "write_graphs", "read_graphs", "equal_align",
            "read_int_sets", "silence_pdfs"]
 
@@ -42,6 +45,173 @@ def parse_cmvn_opts(cmvn_opts: str) -> tuple[bool, bool]:
         else:
             norm_vars = val == "true"
     return norm_means, norm_vars
+
+
+def parse_splice_opts(splice_opts: str) -> tuple[int, int]:
+    """Kaldi splice-feats options (``--left-context=3 --right-context=3``; defaults 4 and 4) ->
+    (left, right)."""
+    ctx = {"--left-context": 4, "--right-context": 4}
+    try:
+        opts = shlex.split(splice_opts or "")
+    except ValueError as e:
+        raise PynnetError(f"cannot parse the splice options '{splice_opts}': {e}") from None
+    i = 0
+    while i < len(opts):
+        name, eq, val = opts[i].partition("=")
+        if not eq and name in ctx and i + 1 < len(opts):
+            val, i = opts[i + 1], i + 1
+        if name not in ctx or not val.isascii() or not val.isdigit():
+            raise PynnetError(f"unsupported splice option '{opts[i]}' (only --left-context=N, --right-context=N)")
+        ctx[name] = int(val)
+        i += 1
+    return ctx["--left-context"], ctx["--right-context"]
+
+
+def read_matrix(path: str, what: str = "matrix") -> np.ndarray:
+    """A Kaldi matrix file (``final.mat``, ``full.mat``: binary or text, one object, as
+    est-lda / est-mllt / compose-transforms write them) as float64."""
+    import kaldiio
+
+    if not os.path.isfile(path):
+        fail(f"no such {what} file", path)
+    try:
+        m = np.asarray(kaldiio.load_mat(path), dtype=np.float64)
+    except Exception as e:  # kaldiio raises assorted errors on bad input
+        fail(f"not a Kaldi matrix ({type(e).__name__}: {e})", path)
+    if m.ndim != 2 or m.size == 0:
+        fail(f"not a Kaldi matrix (shape {m.shape})", path)
+    return m
+
+
+def write_matrix(path: str, mat: np.ndarray) -> None:
+    """A Kaldi binary float matrix file (as est-lda / est-mllt write ``final.mat``), atomically."""
+    import kaldiio
+
+    from pynnet.io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        kaldiio.save_mat(tmp, np.asarray(mat, dtype=np.float32))
+
+
+def read_matrix_table(spec: str, what: str = "transforms") -> dict[str, np.ndarray]:
+    """Per-speaker (or per-utterance) matrices, e.g. fMLLR ``trans.JOB``: an ark file, or any
+    rspecifier (``ark:...``, ``scp:...``)."""
+    from pynnet.feat.tables import read_matrices
+
+    rspec = spec if ":" in spec.split("/")[0] else f"ark:{spec}"
+    if rspec.startswith("ark:") and not rspec.rstrip().endswith("|") and not os.path.isfile(rspec[4:]):
+        fail(f"no such {what} file", rspec[4:])
+    out = {}
+    for key, m in read_matrices(rspec):
+        m = np.asarray(m, dtype=np.float64)
+        if m.ndim != 2:
+            fail(f"entry '{key}' is not a matrix", spec)
+        out[key] = m
+    return out
+
+
+def _splice_batch(x: np.ndarray, lengths: np.ndarray, left: int, right: int) -> np.ndarray:
+    """splice-feats of many utterances concatenated in ``x``, each clamped at its own edges."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    first = np.repeat(ends - lengths, lengths)
+    last = np.repeat(ends - 1, lengths)
+    t = np.arange(x.shape[0])
+    cols = [x[np.clip(t + k, first, last)] for k in range(-left, right + 1)]
+    return np.hstack(cols).astype(np.float32, copy=False)
+
+
+@dataclass
+class FeatTransforms:
+    """What a GMM system does after CMVN (and deltas): Kaldi's ``splice-feats``, ``transform-feats
+    final.mat`` (LDA+MLLT) and ``transform-feats --utt2spk trans.JOB`` (per-speaker fMLLR), in
+    that order.  Applied after the feature cache, so every system shares the cached CMVN features."""
+    splice: tuple[int, int] | None = None
+    matrix: np.ndarray | None = None
+    matrix_path: str = ""
+    fmllr: dict[str, np.ndarray] | None = None
+    fmllr_path: str = ""
+    utt2spk: dict[str, str] | None = None
+
+    def _check_dims(self, dim: int) -> int:
+        if self.splice:
+            dim *= self.splice[0] + 1 + self.splice[1]
+        if self.matrix is not None:
+            if self.matrix.shape[1] not in (dim, dim + 1):
+                fail(f"transform is {self.matrix.shape[0]} x {self.matrix.shape[1]} but the features are "
+                     f"{dim}-dimensional (wrong --splice-opts, or a final.mat of another system?)", self.matrix_path)
+            dim = self.matrix.shape[0]
+        if self.fmllr:
+            m = next(iter(self.fmllr.values()))
+            if m.shape not in ((dim, dim + 1), (dim, dim)):
+                fail(f"fMLLR transforms are {m.shape[0]} x {m.shape[1]} but the features are {dim}-dimensional "
+                     "(transforms made with another system?)", self.fmllr_path)
+        return dim
+
+    def _fmllr_of(self, utt: str) -> np.ndarray | None:
+        spk = self.utt2spk.get(utt, utt) if self.utt2spk else utt
+        m = self.fmllr.get(spk)
+        return self.fmllr.get(utt) if m is None else m
+
+    def apply(self, utt: str, x: np.ndarray) -> np.ndarray | None:
+        """One utterance; None when fMLLR is on and its speaker has no transform (Kaldi's
+        transform-feats skips it with a warning)."""
+        keys, _, y = self.apply_batch([utt], np.array([x.shape[0]]), np.asarray(x, np.float32))
+        return y if keys else None
+
+    def apply_batch(self, keys: list[str], lengths: np.ndarray, feats: np.ndarray
+                    ) -> tuple[list[str], np.ndarray, np.ndarray]:
+        from pynnet.hmm.adapt import apply_transform
+
+        if not keys:
+            return keys, lengths, feats
+        self._check_dims(feats.shape[1])
+        x = _splice_batch(feats, lengths, *self.splice) if self.splice else feats
+        if self.matrix is not None:
+            x = apply_transform(x, self.matrix)
+        if not self.fmllr:
+            return keys, lengths, np.asarray(x, dtype=np.float32)
+        mats = [self._fmllr_of(k) for k in keys]
+        missing = [k for k, m in zip(keys, mats) if m is None]
+        if missing:
+            print(f"WARNING: no fMLLR transform in {self.fmllr_path} for {len(missing)} utterance(s) "
+                  f"(e.g. '{missing[0]}', speaker '{(self.utt2spk or {}).get(missing[0], '?')}'): left out",
+                  file=sys.stderr)
+        out = np.empty((x.shape[0], x.shape[1]), np.float32)
+        ends = np.cumsum(lengths)
+        keep = np.ones(len(keys), bool)
+        for i, (m, end, n) in enumerate(zip(mats, ends.tolist(), lengths.tolist())):
+            if m is None:
+                keep[i] = False
+            else:
+                out[end - n:end] = apply_transform(x[end - n:end], m)
+        if keep.all():
+            return keys, lengths, out
+        return [k for k, s in zip(keys, keep) if s], lengths[keep], out[np.repeat(keep, lengths)]
+
+
+def feat_transforms(data_dir: str, splice_opts: str = "", transform: str = "", fmllr: str = ""
+                    ) -> FeatTransforms | None:
+    """The ``FeatTransforms`` the programs' ``--splice-opts``/``--transform``/``--fmllr`` options
+    name (None: plain CMVN + delta features)."""
+    if not (splice_opts or transform or fmllr):
+        return None
+    ft = FeatTransforms()
+    if splice_opts:
+        ft.splice = parse_splice_opts(splice_opts)
+    if transform:
+        ft.matrix, ft.matrix_path = read_matrix(transform, "transform"), transform
+    if fmllr:
+        from pynnet.io.datadir import read_data_file
+
+        ft.fmllr, ft.fmllr_path = read_matrix_table(fmllr, "fMLLR transforms"), fmllr
+        if not ft.fmllr:
+            fail("no fMLLR transforms in the file", fmllr)
+        shapes = {m.shape for m in ft.fmllr.values()}
+        if len(shapes) > 1:
+            fail(f"fMLLR transforms of different sizes {sorted(shapes)}", fmllr)
+        ft.utt2spk = read_data_file(data_dir, "utt2spk", required=False) or {}
+    return ft
 
 
 def _delta_scales(order: int, window: int = 2) -> list[np.ndarray]:
@@ -156,8 +326,16 @@ def _features_shim(data_dir: str, norm_means: bool, norm_vars: bool, delta_order
 
 
 def gmm_features(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
-                 utts: Iterable[str] | None = None) -> Iterator[tuple[str, np.ndarray]]:
-    """(utt, float32 matrix) of a data dir as the GMM stages use them: per-speaker CMVN then deltas."""
+                 utts: Iterable[str] | None = None, transforms: FeatTransforms | None = None
+                 ) -> Iterator[tuple[str, np.ndarray]]:
+    """(utt, float32 matrix) of a data dir as the GMM stages use them: per-speaker CMVN then deltas,
+    then ``transforms`` (splicing, LDA+MLLT, fMLLR)."""
+    if transforms is not None:
+        for utt, x in gmm_features(data_dir, cmvn_opts, delta_order, utts):
+            y = transforms.apply(utt, x)
+            if y is not None:
+                yield utt, y
+        return
     norm_means, norm_vars = parse_cmvn_opts(cmvn_opts)
     want = set(utts) if utts is not None else None
     if not os.path.exists(os.path.join(data_dir, "feats.scp")):
@@ -198,14 +376,19 @@ def _select(keys, lengths, feats, utts):
 
 
 def gmm_features_batch(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
-                       utts: Iterable[str] | None = None, cache: str | None = None
+                       utts: Iterable[str] | None = None, cache: str | None = None,
+                       transforms: FeatTransforms | None = None
                        ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """All (selected) utterances at once: (utt ids, frame counts, concatenated float32 features).
     Same values as ``gmm_features``; the deltas are computed in one vectorised pass (fast).
 
     ``cache``: an .npz file holding the processed features of the whole data dir; reused while
     the data dir's feats.scp/cmvn.scp/utt2spk and the options are unchanged, else rewritten.
-    Training passes read the same features 40 times: this makes each read ~50x cheaper."""
+    Training passes read the same features 40 times: this makes each read ~50x cheaper.
+    ``transforms`` are applied after the cache (it holds the CMVN + delta features)."""
+    if transforms is not None:
+        keys, lengths, feats = gmm_features_batch(data_dir, cmvn_opts, delta_order, utts, cache)
+        return transforms.apply_batch(keys, lengths, feats)
     if cache:
         sig = _cache_signature(data_dir, cmvn_opts, delta_order)
         if os.path.exists(cache):
@@ -233,8 +416,9 @@ def gmm_features_batch(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
     return keys, lengths, feats
 
 
-def feature_dim(data_dir: str, cmvn_opts: str = "", delta_order: int = 2) -> int:
-    for _, x in gmm_features(data_dir, cmvn_opts, delta_order):
+def feature_dim(data_dir: str, cmvn_opts: str = "", delta_order: int = 2,
+                transforms: FeatTransforms | None = None) -> int:
+    for _, x in gmm_features(data_dir, cmvn_opts, delta_order, transforms=transforms):
         return int(x.shape[1])
     fail("no features", data_dir)
 
