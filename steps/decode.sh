@@ -64,13 +64,15 @@ if ! echo " $cmvn_opts " | grep -q -- "--norm-means=false"; then
   [ -f "$data/cmvn.scp" ] || { echo "$0: no such file $data/cmvn.scp (run steps/compute_cmvn_stats.sh)" >&2; exit 1; }
 fi
 
-decode_setup  # checks --nj, makes the decode dir, sets sdata
+# (before decode_setup: a refused --transform-dir leaves the decode dir as it was)
 if [ -n "$transform_dir" ]; then
+  jobs_check_nj "$nj"
   [ -f "$transform_dir/trans.1" ] || { echo "$0: no such file $transform_dir/trans.1 (--transform-dir)" >&2; exit 1; }
   tnj=$(cat "$transform_dir/num_jobs" 2>/dev/null || echo "?")
   [ "$tnj" = "$nj" ] || { echo "$0: --transform-dir $transform_dir has $tnj jobs, this decode $nj: use --nj $tnj" >&2; exit 1; }
   feat_opts+=(--fmllr "$transform_dir/trans.JOB")
 fi
+decode_setup  # checks --nj, makes the decode dir, sets sdata
 
 if [ "$stage" -le 0 ]; then
   echo "$0: decoding $data with $model ($nj jobs)"

@@ -72,6 +72,17 @@ si_opts=("${feat_opts[@]}")
 silphones=$(cat "$graphdir/phones/silence.csl")
 fmllr_opts="--fmllr-update-type $fmllr_update_type --fmllr-min-count $fmllr_min_count --silence-weight $silence_weight --silence-phones $silphones --lattices true --acoustic-scale $acwt"
 
+# si_check: the speaker-independent lattices are there, as many jobs as this decode's
+si_check() {
+  [ -f "$si_dir/lat.1.gz" ] || { echo "$0: no such file $si_dir/lat.1.gz (--si-dir)" >&2; exit 1; }
+  [ "$(cat "$si_dir/num_jobs" 2>/dev/null)" = "$nj" ] || { echo "$0: $si_dir has $(cat "$si_dir/num_jobs" 2>/dev/null || echo "?") jobs, this decode $nj: use --nj $(cat "$si_dir/num_jobs" 2>/dev/null || echo "?")" >&2; exit 1; }
+}
+# (a --si-dir is checked before decode_setup: a refused one leaves the decode dir as it was)
+if [ -n "$si_dir" ] && [ "$stage" -le 0 ]; then
+  jobs_check_nj "$nj"
+  si_check
+fi
+
 decode_setup  # checks --nj, makes the decode dir, sets sdata
 
 if [ "$stage" -le 0 ]; then
@@ -83,8 +94,7 @@ if [ "$stage" -le 0 ]; then
       --skip-scoring "$skip_scoring" --scoring-opts "$scoring_opts" \
       --model "$alignment_model" "$graphdir" "$data" "$si_dir"
   fi
-  [ -f "$si_dir/lat.1.gz" ] || { echo "$0: no such file $si_dir/lat.1.gz (--si-dir)" >&2; exit 1; }
-  [ "$(cat "$si_dir/num_jobs")" = "$nj" ] || { echo "$0: $si_dir has $(cat "$si_dir/num_jobs") jobs, this decode $nj: use --nj $(cat "$si_dir/num_jobs")" >&2; exit 1; }
+  si_check
 
   echo "$0: pass 2: fMLLR transforms from the speaker-independent lattices"
   jobs_report $cmd JOB=1:$nj "$dir/log/fmllr_pass1.JOB.log" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Triphone GMM-HMM training on LDA+MLLT features (Kaldi's steps/train_lda_mllt.sh): CMVN features
-# spliced over +-3 frames, LDA to --dim from pdf-level class statistics of the source alignments
+# spliced (--splice-opts; splice-feats' +-4 frames by default), LDA to --dim from pdf-level class statistics of the source alignments
 # (silence weighted 0), a decision tree on those features, then EM passes in which MLLT (a
 # semi-tied covariance transform) is re-estimated on --mllt-iters and composed into the
 # transform, the model's means transformed with it; realignment on --realign-iters.
@@ -23,7 +23,7 @@ retry_beam=40
 boost_silence=1.0
 power=0.25       # Gaussians per pdf ~ occupancy^power
 cluster_thresh=-1
-splice_opts="--left-context=3 --right-context=3"
+splice_opts=     # splice-feats options (Kaldi's default: none, i.e. +-4 frames; its wsj recipe passes +-3)
 cmvn_opts=       # default: as the alignment dir's
 context_opts=
 # End configuration section.
@@ -32,7 +32,7 @@ help_message="Usage: $0 [options] <num-leaves> <tot-gauss> <data-dir> <lang-dir>
  e.g.: $0 --splice-opts \"--left-context=3 --right-context=3\" 2500 15000 data/train data/lang exp/tri2_ali exp/tri3
 Options:
   --cmd <cmd>               # job runner (default $cmd)
-  --splice-opts <opts>      # splice-feats options (default \"$splice_opts\")
+  --splice-opts <opts>      # splice-feats options (default: +-4 frames, splice-feats')
   --dim <n>                 # LDA dimension (default $dim)
   --mllt-iters <list>       # passes that re-estimate MLLT (default \"$mllt_iters\")
   --num-iters <n>           # EM passes (default $num_iters)
@@ -86,6 +86,7 @@ delta_opts=
 . steps/libs/train_gmm.sh
 gmm_train_setup  # sdata, cache_opts, boost_opts
 rm -f $dir/delta_opts   # an LDA system's features: splice_opts + final.mat (as Kaldi's dirs)
+[ -n "$splice_opts" ] || splice_opts="--left-context=4 --right-context=4"   # splice-feats' defaults
 echo "$splice_opts" > $dir/splice_opts
 # The source system's features (delta or LDA+MLLT) make the statistics of its alignments; this
 # system's are CMVN -> splice -> <n>.mat (the feature cache holds the CMVN features only).

@@ -1,6 +1,7 @@
 """steps/nnet/decode.sh and steps/decode.sh when things go wrong around the decoding itself:
-the lattices cannot be written (disk full, a file size limit), and a data dir without ``text``
-(unlabelled data: decode, do not score)."""
+the lattices cannot be written (disk full, a file size limit), a data dir without ``text``
+(unlabelled data: decode, do not score), and steps/decode.sh --transform-dir (fMLLR transforms of
+another dir: applied; another number of jobs, none there, another dimension: one-line errors)."""
 from __future__ import annotations
 
 import os
@@ -176,9 +177,75 @@ def test_gmm_decode_takes_kaldi_options(gmm_setup, tmp_path):
                 "--parallel-opts", "", "--decode-extra-opts", "--prune-interval 25", str(graph), str(data), str(dec))
     assert r.returncode == 0, r.stdout + r.stderr
     assert (dec / "lat.1.gz").read_bytes() == (plain / "lat.1.gz").read_bytes()
-    r = _decode("steps/decode.sh", "--transform-dir", "exp/tri3_ali", str(graph), str(data), str(tmp_path / "d"))
-    assert r.returncode == 1 and r.stderr.strip() == (
-        "steps/decode.sh: --transform-dir exp/tri3_ali: fMLLR (SAT) transforms are not supported"), r.stderr
     r = _decode("steps/decode.sh", "--nj", "1", "--decode-extra-opts", "--no-such-option 1", str(graph), str(data),
                 str(exp / "dec_bad"))
     assert r.returncode == 1 and "no-such-option" in r.stderr, r.stderr
+
+
+def _write_transforms(path, mats: dict) -> None:
+    import kaldiio
+
+    with kaldiio.WriteHelper(f"ark:{path}") as w:
+        for spk, m in mats.items():
+            w(spk, m.astype(np.float32))
+
+
+def test_gmm_decode_transform_dir(gmm_setup, tmp_path):
+    """steps/decode.sh --transform-dir: the fMLLR transforms trans.JOB of that dir (keyed by
+    speaker) adapt the features: identity transforms decode as no transforms, others change the
+    lattices. A dir with another number of jobs, or without trans.1: one line, exit 1, the decode
+    dir untouched."""
+    exp, graph, data = gmm_setup
+    plain = exp / "dec_plain_td"
+    r = _decode("steps/decode.sh", "--nj", "1", "--skip-scoring", "true", str(graph), str(data), str(plain))
+    assert r.returncode == 0, r.stdout + r.stderr
+    import kaldiio
+    dim = next(iter(kaldiio.load_scp_sequential(f"{data}/feats.scp")))[1].shape[1]
+    speakers = sorted(ln.split()[0] for ln in (data / "spk2utt").read_text().splitlines())
+    ident, scaled = tmp_path / "ident", tmp_path / "scaled"
+    for d, m in ((ident, np.eye(dim, dim + 1)), (scaled, np.hstack([0.3 * np.eye(dim), np.ones((dim, 1))]))):
+        d.mkdir()
+        _write_transforms(d / "trans.1", {spk: m for spk in speakers})
+        (d / "num_jobs").write_text("1\n")
+    outs = {}
+    for d in (ident, scaled):
+        dec = exp / f"dec_{d.name}"
+        r = _decode("steps/decode.sh", "--nj", "1", "--skip-scoring", "true", "--transform-dir", str(d), str(graph),
+                    str(data), str(dec))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"--fmllr {d}/trans.1" in (dec / "log/decode.1.log").read_text()
+        outs[d.name] = (dec / "lat.1.gz").read_bytes()
+    assert outs["ident"] == (plain / "lat.1.gz").read_bytes()
+    assert outs["scaled"] != outs["ident"]
+
+    # another number of jobs than the decode's
+    dec = exp / "dec_td_bad"
+    r = _decode("steps/decode.sh", "--nj", "2", "--transform-dir", str(ident), str(graph), str(data), str(dec))
+    assert r.returncode == 1 and r.stderr.strip() == (
+        f"steps/decode.sh: --transform-dir {ident} has 1 jobs, this decode 2: use --nj 1"), r.stderr
+    assert not dec.exists()
+    # no trans.1 (an align or decode dir without fMLLR)
+    empty = tmp_path / "no_trans"
+    empty.mkdir()
+    (empty / "num_jobs").write_text("1\n")
+    r = _decode("steps/decode.sh", "--nj", "1", "--transform-dir", str(empty), str(graph), str(data), str(dec))
+    assert r.returncode == 1 and r.stderr.strip() == (
+        f"steps/decode.sh: no such file {empty}/trans.1 (--transform-dir)"), r.stderr
+    assert not dec.exists()
+    # a refused rerun into an existing decode dir leaves it as it was (its num_jobs, lattices)
+    before = sorted(os.listdir(plain)), (plain / "num_jobs").read_text()
+    r = _decode("steps/decode.sh", "--nj", "2", "--transform-dir", str(ident), str(graph), str(data), str(plain))
+    assert r.returncode == 1 and "has 1 jobs, this decode 2" in r.stderr, r.stderr
+    assert (sorted(os.listdir(plain)), (plain / "num_jobs").read_text()) == before
+    # transforms of another dimension: the decode's one-line reason
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    _write_transforms(wrong / "trans.1", {spk: np.eye(dim + 1, dim + 2) for spk in speakers})
+    (wrong / "num_jobs").write_text("1\n")
+    r = _decode("steps/decode.sh", "--nj", "1", "--transform-dir", str(wrong), str(graph), str(data), str(dec))
+    assert r.returncode == 1, r.stdout + r.stderr
+    reason = [ln for ln in r.stderr.splitlines() if ln.startswith("steps/decode.sh: ")]
+    assert len(reason) == 1 and reason[0].startswith("steps/decode.sh: decoding failed: ERROR (pynnet-gmm-latgen-"
+                                                     f"faster): {wrong}/trans.1: fMLLR transforms are {dim + 1} x "
+                                                     f"{dim + 2} but the features are {dim}-dimensional"), r.stderr
+    assert not list(dec.glob("lat.*"))

@@ -232,15 +232,38 @@ def test_kaldi_layout_of_a_gmm_exp_dir(work):
     assert read_model(str(work / "exp/mono_d1/final.mdl"))[1].dim == 26
 
 
-def test_lda_mllt_systems_are_refused_in_one_line(work):
-    lda = work / "exp/mono_lda"
-    shutil.copytree(work / "exp/mono", lda, symlinks=True)
-    (lda / "final.mat").write_bytes(b"\0B")
-    r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang", "exp/mono_lda", "exp/ali_lda", check=False)
-    line = _one_line_error(r)
-    assert line == ("steps/align_si.sh: exp/mono_lda/final.mat: LDA+MLLT/SAT feature transforms are not supported "
-                    "(use a delta-feature system)"), line
-    assert not (work / "exp/ali_lda").exists()
+def test_align_si_with_a_final_mat_of_the_wrong_dimension(work):
+    """align_si.sh takes an LDA+MLLT system (final.mat + splice_opts); one whose final.mat does not
+    fit the spliced features, or gives another dimension than the model's: the job's one-line
+    reason names the matrix (or the model), exit 1, no alignments."""
+    import kaldiio
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    for name, shape, want in (
+            ("mono_lda_in", (39, 50), "final.mat: transform is 39 x 50 but the features are 91-dimensional "
+                                      "(wrong --splice-opts, or a final.mat of another system?)"),
+            ("mono_lda_out", (20, 91), "feature dimension 20 does not match the model's 39 (exp/ali_mono_lda_out/"
+                                       "final.mdl)")):
+        lda = work / "exp" / name
+        shutil.copytree(work / "exp/mono", lda, symlinks=True)
+        (lda / "delta_opts").unlink()
+        (lda / "splice_opts").write_text("--left-context=3 --right-context=3\n")
+        kaldiio.save_mat(str(lda / "final.mat"), rng.normal(size=shape).astype(np.float32))
+        ali = f"exp/ali_{name}"
+        r = sh(work, "steps/align_si.sh", "--nj", "2", "data/train", "lang", f"exp/{name}", ali, check=False)
+        assert r.returncode == 1, r.stdout + r.stderr
+        reason = [ln for ln in r.stderr.splitlines() if ln.startswith("steps/align_si.sh: ")]
+        assert len(reason) == 1, r.stderr
+        assert reason[0].startswith("steps/align_si.sh: align failed: ERROR (pynnet-gmm-align): "), reason
+        assert want in reason[0] and f"(see {ali}/log/align.1.log)" in reason[0], reason
+        if name == "mono_lda_in":
+            assert f"{ali}/final.mat: transform is" in reason[0], reason
+        assert "Traceback" not in r.stderr
+        assert not list((work / ali).glob("ali.*")), sorted(os.listdir(work / ali))
+        # (the align dir records the system's features: its final.mat and splice_opts, no delta_opts)
+        assert (work / ali / "final.mat").read_bytes() == (lda / "final.mat").read_bytes()
+        assert not (work / ali / "delta_opts").exists()
 
 
 def test_a_killed_decode_leaves_no_previous_wer_to_report(gmm_decode_setup):

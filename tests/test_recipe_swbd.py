@@ -15,7 +15,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 RECIPE = os.path.join(ROOT, "egs", "swbd")
 TOY = ["--nj", "2", "--decode-nj", "2", "--dev-utts", "12", "--short-utts", "60", "--mono-utts", "40",
        "--tri-utts", "1000", "--mono-gauss", "150", "--tri1-leaves", "120", "--tri1-gauss", "400",
-       "--tri2-leaves", "150", "--tri2-gauss", "600", "--dnn-depth", "2", "--dnn-hid-dim", "64",
+       "--tri2-leaves", "150", "--tri2-gauss", "600", "--tri3-leaves", "150", "--tri3-gauss", "600",
+       "--tri4-leaves", "150", "--tri4-gauss", "600", "--dnn-depth", "2", "--dnn-hid-dim", "64",
        "--rbm-iter", "1", "--dnn-opts", "--max-epochs 2", "--mono-opts", "--num-iters 8",
        "--tri-opts", "--num-iters 6 --realign-iters 3", "--decode-opts", "--beam 8 --lattice-beam 3 --max-active 700"]
 
@@ -48,7 +49,7 @@ def test_swbd_recipe_end_to_end_and_resume(tmp_path):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     results = open(os.path.join(s5, "exp", "RESULTS")).read()
     wer = [line for line in results.splitlines() if line.startswith("%WER")]
-    for system in ("mono", "tri1", "tri2", "dnn_avg"):
+    for system in ("mono", "tri1", "tri2", "tri3", "tri4", "dnn_avg"):
         assert any(f"exp/{system}/decode_eval2000_nosp_sw1_tg" in x for x in wer), results
         assert any(f"exp/{system}/decode_train_dev_nosp_sw1_tg" in x for x in wer), results
     assert any("SWBD subset" in x for x in wer) and any("CALLHM subset" in x for x in wer), results
@@ -62,12 +63,12 @@ def test_swbd_recipe_end_to_end_and_resume(tmp_path):
     n_dev = len(open(os.path.join(s5, "data", "train_dev", "utt2spk")).read().splitlines())
     assert n_dev == 12
 
-    # resume at a stage boundary (the DBN, stage 13): same models, same results
+    # resume at a stage boundary (the DBN, stage 15): same models, same results
     models = {p: _sha1(os.path.join(s5, p)) for p in ("exp/dbn/final.dbn", "exp/dnn_avg/final.nnet",
-                                                      "exp/tri2/final.mdl")}
+                                                      "exp/tri4/final.mdl")}
     for d in ("exp/dbn", "exp/dnn_avg"):
         shutil.rmtree(os.path.join(s5, d))
-    r = subprocess.run(["bash", "run.sh", "--stage", "13"] + corpora + TOY, cwd=s5, capture_output=True,
+    r = subprocess.run(["bash", "run.sh", "--stage", "15"] + corpora + TOY, cwd=s5, capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert {p: _sha1(os.path.join(s5, p)) for p in models} == models

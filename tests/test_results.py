@@ -73,23 +73,35 @@ def test_recipe_sizes_scale_with_the_data():
     s1 = recipe_sizes(1.0, 60, 8)
     # anchored at egs/synth's tuned 1-hour sizes and Kaldi s5c's 110-hour ones
     assert (s1.tri1_leaves, s1.tri1_gauss, s1.tri2_leaves, s1.tri2_gauss) == (300, 2000, 500, 3000)
+    assert (s1.tri3_leaves, s1.tri3_gauss, s1.tri4_leaves, s1.tri4_gauss) == (500, 3000, 500, 3000)
     big = recipe_sizes(110.0, 500, 30)
     assert (big.tri1_leaves, big.tri1_gauss, big.tri2_leaves, big.tri2_gauss) == (3200, 30000, 4000, 70000)
     assert (big.dnn_depth, big.dnn_hid_dim, big.rbm_iter) == (6, 2048, 1)
+    # LDA+MLLT and SAT: Kaldi s5c's on train_nodup (286 h)
+    nodup = recipe_sizes(286.0, 500, 30)
+    assert (nodup.tri3_leaves, nodup.tri3_gauss, nodup.tri4_leaves, nodup.tri4_gauss) == (6000, 140000, 11500, 200000)
     small = recipe_sizes(5 / 60, 4, 8)
     # >= 100 frames per Gaussian, unless the smallest tree worth building needs 2 per leaf
-    assert small.nj == 4 and small.tri2_gauss <= max(5 / 60 * 360000 / 100, 2 * small.tri2_leaves)
-    assert recipe_sizes(0.25, 10, 8).tri2_gauss <= 0.25 * 360000 / 100
+    for tri in ("tri2", "tri3", "tri4"):
+        leaves, gauss = getattr(small, f"{tri}_leaves"), getattr(small, f"{tri}_gauss")
+        assert gauss <= max(5 / 60 * 360000 / 100, 2 * leaves), tri
+        assert getattr(recipe_sizes(0.25, 10, 8), f"{tri}_gauss") <= 0.25 * 360000 / 100, tri
+    assert small.nj == 4
     prev = None
-    for h in (0.02, 0.1, 0.25, 1, 5, 30, 110, 300):
+    for h in (0.02, 0.1, 0.25, 0.5, 1, 5, 30, 110, 300, 1000):
         s = recipe_sizes(h, 100, 8)
+        for tri in ("tri1", "tri2", "tri3", "tri4"):
+            leaves, gauss = getattr(s, f"{tri}_leaves"), getattr(s, f"{tri}_gauss")
+            if prev:
+                assert gauss >= getattr(prev, f"{tri}_gauss") and leaves >= getattr(prev, f"{tri}_leaves"), (h, tri)
+            assert gauss >= 2 * leaves and leaves >= 3 * 40 + 20, (h, tri)
+        # the ladder: no tree smaller than tri1's; SAT's at least LDA+MLLT's
+        assert min(s.tri2_leaves, s.tri3_leaves) >= s.tri1_leaves and s.tri4_leaves >= s.tri3_leaves, h
         if prev:
-            assert s.tri2_gauss >= prev.tri2_gauss and s.tri2_leaves >= prev.tri2_leaves
             assert s.dnn_hid_dim >= prev.dnn_hid_dim
-        assert s.tri2_gauss >= 2 * s.tri2_leaves
         prev = s
     with pytest.raises(PynnetError):
         recipe_sizes(0, 4, 8)
     r = subprocess.run(["pynnet-recipe-sizes", "--hours", "0.25", "--speakers", "3", "--max-jobs", "8"],
                        capture_output=True, text=True)
-    assert r.returncode == 0 and "nj=3\n" in r.stdout and "tri1_leaves=" in r.stdout
+    assert r.returncode == 0 and "nj=3\n" in r.stdout and "tri1_leaves=" in r.stdout and "tri4_gauss=" in r.stdout

@@ -2,8 +2,8 @@
 
 pynnet-recipe-sizes [--max-jobs N] [--num-phones N] --hours H --speakers N
   Model sizes scaled to the training data (pynnet/corpora/sizes.py), as ``name=value`` lines for
-  a recipe to eval: mono_gauss tri1_leaves tri1_gauss tri2_leaves tri2_gauss dnn_depth dnn_hid_dim
-  rbm_iter nj.
+  a recipe to eval: mono_gauss tri1_leaves tri1_gauss tri2_leaves tri2_gauss tri3_leaves tri3_gauss
+  tri4_leaves tri4_gauss dnn_depth dnn_hid_dim rbm_iter nj.
 
 pynnet-results [--dev NAME] [--data DIR] [--header FILE] --test NAME --system NAME=EXP[:PARENT] ...
   exp/RESULTS on stdout: systems in the order given (training order), <test> scored at <dev>'s
