@@ -6,7 +6,8 @@
 #     --silence-weight; Gaussian posteriors from final.alimdl, statistics with final.mdl): pre_trans.JOB;
 #  3. decode with final.mdl on the features adapted by them;
 #  4. a second fMLLR estimate from those lattices, composed with the first: trans.JOB;
-#  5. the lattices' acoustic scores recomputed on the final features: lat.JOB.gz.
+#  5. the lattices' acoustic scores recomputed on the final features: lat.JOB.gz (the pass-3
+#     lattices wait as lat.tmp.JOB.gz: a decode killed before this pass ends leaves no lat.JOB.gz).
 # The model is <decode-dir>/../final.mdl; features as in training (cmvn_opts, splice_opts +
 # final.mat or delta_opts). Writes <decode-dir>/{lat.JOB.gz,trans.JOB,pre_trans.JOB,num_jobs,log/}
 # and the scoring outputs, as steps/decode.sh.
@@ -85,6 +86,7 @@ fi
 
 decode_setup  # checks --nj, makes the decode dir, sets sdata
 
+# (no set -e here, as steps/decode.sh: every pass ends the script when its jobs fail)
 if [ "$stage" -le 0 ]; then
   if [ -z "$si_dir" ]; then
     si_dir=${dir%/}.si
@@ -92,14 +94,14 @@ if [ "$stage" -le 0 ]; then
     steps/decode.sh --nj "$nj" --cmd "$cmd" --acwt "$acwt" --beam "$first_beam" \
       --max-active "$first_max_active" --lattice-beam "$lattice_beam" --num-threads "$num_threads" \
       --skip-scoring "$skip_scoring" --scoring-opts "$scoring_opts" \
-      --model "$alignment_model" "$graphdir" "$data" "$si_dir"
+      --model "$alignment_model" "$graphdir" "$data" "$si_dir" || exit 1
   fi
   si_check
 
   echo "$0: pass 2: fMLLR transforms from the speaker-independent lattices"
   jobs_report $cmd JOB=1:$nj "$dir/log/fmllr_pass1.JOB.log" \
     pynnet-gmm-est-fmllr "${si_opts[@]}" $fmllr_opts --gpost-model "$alignment_model" \
-      "$adapt_model" "$sdata/JOB" "$si_dir/lat.JOB.gz" "ark:$dir/pre_trans.JOB"
+      "$adapt_model" "$sdata/JOB" "$si_dir/lat.JOB.gz" "ark:$dir/pre_trans.JOB" || exit 1
 
   echo "$0: pass 3: decoding with $(basename "$adapt_model") on the adapted features"
   decode_start_clock
@@ -110,20 +112,26 @@ if [ "$stage" -le 0 ]; then
       --word-symbol-table "$graphdir/words.txt" "${si_opts[@]}" --fmllr "$dir/pre_trans.JOB" \
       "$adapt_model" "$graphdir/HCLG.fst" "$sdata/JOB" "$(decode_lat_wspec)"
   decode_report_rtf
+  # these lattices are not the decode's yet: aside as lat.tmp.JOB.gz (Kaldi's name) until pass 5
+  # has rescored them, so that a decode killed in passes 4-5 leaves no lat.JOB.gz to be scored
+  for n in $(seq "$nj"); do
+    if [ -e "$dir/lat.$n.gz" ]; then mv -f "$dir/lat.$n.gz" "$dir/lat.tmp.$n.gz"; fi
+  done
 
   echo "$0: pass 4: second fMLLR estimate, composed with the first"
   jobs_report $cmd JOB=1:$nj "$dir/log/fmllr_pass2.JOB.log" \
     pynnet-gmm-est-fmllr "${si_opts[@]}" --fmllr "$dir/pre_trans.JOB" $fmllr_opts \
-      "$adapt_model" "$sdata/JOB" "$dir/lat.JOB.gz" "ark:$dir/trans_tmp.JOB"
+      "$adapt_model" "$sdata/JOB" "$dir/lat.tmp.JOB.gz" "ark:$dir/trans_tmp.JOB" || exit 1
   jobs_report $cmd JOB=1:$nj "$dir/log/compose_transforms.JOB.log" \
-    pynnet-compose-transforms --b-is-affine true "ark:$dir/trans_tmp.JOB" "ark:$dir/pre_trans.JOB" "ark:$dir/trans.JOB"
+    pynnet-compose-transforms --b-is-affine true "ark:$dir/trans_tmp.JOB" "ark:$dir/pre_trans.JOB" "ark:$dir/trans.JOB" || exit 1
   rm -f "$dir"/trans_tmp.*
 
   echo "$0: pass 5: rescoring the lattices with $(basename "$final_model") on the final features"
   jobs_report $cmd JOB=1:$nj "$dir/log/rescore.JOB.log" \
     pynnet-gmm-rescore-lattice "${si_opts[@]}" --fmllr "$dir/trans.JOB" \
-      "$final_model" "$sdata/JOB" "$dir/lat.JOB.gz" "ark:$dir/lat.JOB.rescored.gz"
-  for n in $(seq "$nj"); do mv -f "$dir/lat.$n.rescored.gz" "$dir/lat.$n.gz"; done
+      "$final_model" "$sdata/JOB" "$dir/lat.tmp.JOB.gz" "ark:$dir/lat.JOB.rescored.gz" || exit 1
+  for n in $(seq "$nj"); do mv -f "$dir/lat.$n.rescored.gz" "$dir/lat.$n.gz" || exit 1; done
+  rm -f "$dir"/lat.tmp.*.gz
 fi
 
 decode_score

@@ -3,8 +3,10 @@ steps/train_lda_mllt.sh, align_si.sh and decode.sh on its system, steps/align_fm
 steps/train_sat.sh, steps/decode_fmllr.sh; the Kaldi matrix formats of their transforms; and bad
 input (transforms of another dimension, too few frames for a full fMLLR, options out of range).
 
-One module fixture trains mono -> LDA+MLLT -> SAT once with few passes (the LDA system is trained
-from the monophone alignments, as Kaldi allows: tests/test_train_gmm.py covers the delta systems).
+Module fixtures train mono -> LDA+MLLT -> SAT once, with few passes and small trees (the LDA system
+from the monophone alignments, as Kaldi allows: tests/test_train_gmm.py covers the delta systems),
+and decode the training data with the SAT system; the kill-and-rerun tests run the same training
+commands again into other dirs and compare the outputs byte for byte.
 """
 from __future__ import annotations
 
@@ -23,19 +25,19 @@ from gmm_corpus import make_corpus, script_env, sh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIM = 20                       # --dim of the LDA system
-SPLICE = "--left-context=3 --right-context=3"
+SPLICE = "--left-context=3 --right-context=3"   # (Kaldi's wsj recipe's; the script's default is +-4)
 SPLICED = 13 * 7               # the MFCC-like features spliced over +-3 frames
 NUM_UTTS = 24
 SCORING = "--min-lmwt 10 --max-lmwt 10 --word-ins-penalty 0.0 --lmwt-extend 0"   # one grid point: quick
 
 # The training commands (the kill-and-rerun test runs them again into other dirs: same outputs).
-NUM_ITERS = 6                  # EM passes 1..5
-LDA_OPTS = ["--dim", str(DIM), "--num-iters", str(NUM_ITERS), "--realign-iters", "4", "--mllt-iters", "2 4",
-            "--max-iter-inc", "4", "40", "150"]
-SAT_OPTS = ["--num-iters", str(NUM_ITERS), "--realign-iters", "4", "--fmllr-iters", "2 4", "--max-iter-inc", "4",
+NUM_ITERS = 5                  # EM passes 1..4: MLLT (fMLLR) on 2 and 3, realignment on 3, 4 a plain pass
+LDA_OPTS = ["--splice-opts", SPLICE, "--dim", str(DIM), "--num-iters", str(NUM_ITERS), "--realign-iters", "3",
+            "--mllt-iters", "2 3", "--max-iter-inc", "4", "40", "150"]
+SAT_OPTS = ["--num-iters", str(NUM_ITERS), "--realign-iters", "3", "--fmllr-iters", "2 3", "--max-iter-inc", "4",
             "40", "150"]
-MLLT_PASSES = (2, 4)
-FMLLR_PASSES = (2, 4)
+MLLT_PASSES = (2, 3)
+FMLLR_PASSES = (2, 3)
 
 
 def _lda_cmd(out):
@@ -212,7 +214,8 @@ def test_lda_mllt_system(work):
         impr = _log_float(tri / f"log/mupdate.{x}.log",
                           r"Overall objective function improvement for MLLT is (\S+) over \d+ frames")
         assert impr >= 0, (x, impr)
-    # the first MLLT's improvement is log|det M|, so the likelihoods below must be corrected by it
+    # (MLLT changes the volume of the feature space, log|det M| > 0 here: the likelihoods of the
+    # passes after it are not comparable with those before it without that term)
     assert jacobian[MLLT_PASSES[0]] > 0.1
 
     # training likelihood over the passes: up on every pass, once the features of an MLLT pass
@@ -320,7 +323,7 @@ def test_train_sat(sat):
     assert not list(tri.glob("tmp_trans.*")) and not list(tri.glob("composed_trans.*"))
     trans = _check_trans(sat, tri)
     start = _check_trans(sat, sat / "exp/tri2_fmllr")
-    for spk in trans:    # re-estimated on passes 2 and 4, composed with the start transforms
+    for spk in trans:    # re-estimated on the fMLLR passes, composed with the start transforms
         assert not np.allclose(trans[spk], start[spk], atol=1e-3), spk
     assert sorted(p.name for p in (tri / "log").glob("fmllr.*.1.log")) == [f"fmllr.{x}.1.log" for x in FMLLR_PASSES]
     for x in FMLLR_PASSES:
@@ -328,22 +331,48 @@ def test_train_sat(sat):
 
     # the alignment model: Gaussian for Gaussian the final model's, other means and variances
     tm, am = _model(tri / "final.mdl")
-    tm_a, ali_am = _model(tri / "final.alimdl")
+    _, ali_am = _model(tri / "final.alimdl")
     assert am.dim == ali_am.dim == DIM
     assert [w.size for w in ali_am.weights] == [w.size for w in am.weights]
     assert sum(w.size for w in am.weights) > am.num_pdfs   # (mixed up: more than one Gaussian per pdf)
     assert not np.allclose(np.concatenate([ali_am.means(p) for p in range(am.num_pdfs)]),
                            np.concatenate([am.means(p) for p in range(am.num_pdfs)]), atol=1e-3)
+    # training likelihood: up on the passes that keep the transforms (the fMLLR passes change the
+    # features: their likelihoods lack the Jacobian), and up overall
     likes = _pass_likes(tri, range(1, NUM_ITERS))
-    assert likes[-1] > likes[0] + 1.0, likes
+    assert all(b > a for x, a, b in zip(range(2, NUM_ITERS), likes, likes[1:]) if x not in FMLLR_PASSES), likes
+    assert likes[-1] > likes[0], likes
     from pynnet.hmm.ali_io import read_alignments
     assert sorted(read_alignments(str(tri))) == _text_keys(sat)
 
 
-def test_decode_fmllr(sat):
-    graph = _graph(sat, "tri3")
-    r = sh(sat, "steps/decode_fmllr.sh", "--nj", "2", "--scoring-opts", SCORING, graph,
+def test_align_fmllr_with_the_sat_system(sat):
+    """align_fmllr.sh of a SAT system: the first pass with final.alimdl on the speaker-independent
+    features, its Gaussian posteriors for the transforms (--gpost-model), then final.mdl."""
+    r = sh(sat, "steps/align_fmllr.sh", "--nj", "2", "data/train", "lang", "exp/tri3", "exp/tri3_ali")
+    assert f"{NUM_UTTS} of {NUM_UTTS} utterances aligned" in r.stdout and "with final.alimdl" in r.stdout, r.stdout
+    d = sat / "exp/tri3_ali"
+    assert (d / "final.alimdl").read_bytes() == (sat / "exp/tri3/final.alimdl").read_bytes()
+    assert "exp/tri3_ali/final.alimdl" in (d / "log/align_pass1.1.log").read_text()
+    assert "--gpost-model exp/tri3_ali/final.alimdl" in (d / "log/fmllr.1.log").read_text()
+    _check_trans(sat, d)
+    from pynnet.hmm.ali_io import read_alignments
+    new, old = read_alignments(str(d)), read_alignments(str(sat / "exp/tri3"))
+    assert sorted(new) == _text_keys(sat)
+    same = sum(int((new[u] == old[u]).sum()) for u in new) / sum(a.size for a in new.values())
+    assert same > 0.9, same
+
+
+@pytest.fixture(scope="module")
+def sat_decoded(sat):
+    """exp/tri3/decode: decode_fmllr.sh of the training data (and its stdout)."""
+    r = sh(sat, "steps/decode_fmllr.sh", "--nj", "2", "--scoring-opts", SCORING, _graph(sat, "tri3"),
            "data/train", "exp/tri3/decode")
+    return sat, r.stdout
+
+
+def test_decode_fmllr(sat_decoded):
+    sat, stdout = sat_decoded
     dec, si = sat / "exp/tri3/decode", sat / "exp/tri3/decode.si"
     # the speaker-independent pass: decoded with final.alimdl, scored
     assert sorted(p.name for p in si.glob("lat.*.gz")) == ["lat.1.gz", "lat.2.gz"]
@@ -356,7 +385,50 @@ def test_decode_fmllr(sat):
     assert sorted(p.name for p in dec.glob("lat.*")) == ["lat.1.gz", "lat.2.gz"]
     assert not list(dec.glob("trans_tmp.*"))
     assert _best_wer(dec) <= 10.0, (dec / "scoring_kaldi/best_wer").read_text()
-    assert "done decoding exp/tri3/decode" in r.stdout
+    assert "done decoding exp/tri3/decode" in stdout
+
+
+def _gunzip(path) -> bytes:
+    with gzip.open(path, "rb") as f:
+        return f.read()
+
+
+def test_decode_fmllr_killed_or_failed_leaves_no_lattices(sat_decoded, tmp_path):
+    """decode_fmllr.sh killed (SIGKILL: no trap runs) after its rescoring jobs, before the
+    lattices are renamed: no lat.JOB.gz (the pass-3 lattices are not the decode's); the same
+    command again gives the uninterrupted decode's lattices and transforms. A pass whose jobs
+    fail ends the script: one reason, exit 1, no lattices, nothing scored."""
+    sat, _ = sat_decoded
+    graph = _graph(sat, "tri3")
+    ref = sat / "exp/tri3/decode"
+    killer = tmp_path / "run_then_kill.sh"
+    killer.write_text(f'#!/usr/bin/env bash\n{ROOT}/utils/run.pl "$@"\nrc=$?\n'
+                      'case "$*" in *log/rescore.JOB.log*) kill -9 $PPID;; esac\nexit $rc\n')
+    killer.chmod(0o755)
+    cmd = ["steps/decode_fmllr.sh", "--nj", "2", "--skip-scoring", "true", "--si-dir", "exp/tri3/decode.si"]
+    dec = sat / "exp/tri3/decode_killed"
+    r = subprocess.run([*cmd, "--cmd", str(killer), graph, "data/train", "exp/tri3/decode_killed"], cwd=sat,
+                       env=script_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9, r.stdout + r.stderr
+    assert (dec / "log/rescore.2.log").exists() and (dec / "trans.2").exists()
+    assert not (dec / "lat.1.gz").exists() and not (dec / "lat.2.gz").exists(), sorted(os.listdir(dec))
+    sh(sat, *cmd, graph, "data/train", "exp/tri3/decode_killed")
+    assert sorted(p.name for p in dec.glob("lat.*")) == ["lat.1.gz", "lat.2.gz"]
+    for n in (1, 2):
+        assert _gunzip(dec / f"lat.{n}.gz") == _gunzip(ref / f"lat.{n}.gz"), n
+        for f in (f"trans.{n}", f"pre_trans.{n}"):
+            assert (dec / f).read_bytes() == (ref / f).read_bytes(), f
+
+    # rescoring with a model of another dimension fails: the script ends there (it went on to score
+    # the unrescored lattices, exit 0)
+    r = sh(sat, "steps/decode_fmllr.sh", "--nj", "2", "--si-dir", "exp/tri3/decode.si", "--final-model",
+           "exp/mono/final.mdl", graph, "data/train", "exp/tri3/decode_badfinal", check=False)
+    reason = _script_reason(r, "steps/decode_fmllr.sh")
+    assert reason.startswith("steps/decode_fmllr.sh: rescore failed: ERROR (pynnet-gmm-rescore-lattice): ") and \
+        "feature dimension 20 does not match the model's 39 (exp/mono/final.mdl)" in reason, reason
+    bad = sat / "exp/tri3/decode_badfinal"
+    assert not (bad / "lat.1.gz").exists() and not (bad / "lat.2.gz").exists(), sorted(os.listdir(bad))
+    assert not list(bad.glob("wer_*")) and not (bad / "scoring_kaldi").exists()
 
 
 # --------------------------------------------------------------------------- Kaldi matrix formats
@@ -430,10 +502,24 @@ def test_transform_files_are_kaldi_matrices(work, tmp_path):
     assert sorted(mw) == _speakers(work, 2)
     for spk, c in mw.items():
         np.testing.assert_allclose(c, mllt @ w[spk], rtol=1e-5, atol=1e-5)
-    # speakers only in a: warned about, left out; nothing in common: exit 1
-    r = sh(work, "pynnet-compose-transforms", f"ark:{tmp_path}/w.1", f"ark:{tmp_path}/w.2", f"ark:{tmp_path}/x.1",
+    # speakers only in a: warned about, left out
+    both = tmp_path / "w12"
+    both.write_bytes((tmp_path / "w.1").read_bytes() + (tmp_path / "w.2").read_bytes())
+    r = sh(work, "pynnet-compose-transforms", f"ark:{tmp_path}/w.1", f"ark:{both}", f"ark:{tmp_path}/x.1")
+    assert "WARNING" not in r.stderr, r.stderr
+    r = sh(work, "pynnet-compose-transforms", f"ark:{both}", f"ark:{tmp_path}/w.1", f"ark:{tmp_path}/x.12")
+    missing = sorted(re.findall(r"WARNING: no matrix for '(\S+)' in ", r.stderr))
+    assert missing == _speakers(work, 2), r.stderr
+    assert sorted(_ark(tmp_path / "x.12")) == _speakers(work, 1)
+    np.testing.assert_array_equal(_ark(tmp_path / "x.12")[_speakers(work, 1)[0]],
+                                  _ark(tmp_path / "x.1")[_speakers(work, 1)[0]])
+    # nothing in common: one error, no (empty) output
+    r = sh(work, "pynnet-compose-transforms", f"ark:{tmp_path}/w.1", f"ark:{tmp_path}/w.2", f"ark:{tmp_path}/x.0",
            check=False)
-    assert r.returncode == 1 and "WARNING: no matrix for 'spk" in r.stderr, r.stderr
+    assert r.returncode == 1 and not (tmp_path / "x.0").exists()
+    errors = [ln for ln in r.stderr.splitlines() if not ln.startswith("WARNING: no matrix for ")]
+    assert errors == [f"ERROR (pynnet-compose-transforms): ark:{tmp_path}/x.0: no key has a matrix in both "
+                      f"ark:{tmp_path}/w.1 and ark:{tmp_path}/w.2: nothing to compose"], r.stderr
     # a table needs a table output
     r = sh(work, "pynnet-compose-transforms", str(tmp_path / "mllt.mat"), f"ark:{tmp_path}/w.1",
            str(tmp_path / "plain.mat"), check=False)
@@ -480,12 +566,14 @@ def test_transform_of_another_dimension_is_a_one_line_error(work, tmp_path):
 
 
 def test_fmllr_of_another_system_is_a_one_line_error(sat, tmp_path):
-    """Transforms estimated on the 39-dimensional delta features of the monophone system, given
-    to the 20-dimensional LDA system (--fmllr, decode.sh --transform-dir): one line, nothing written."""
-    mono_trans = tmp_path / "mono_trans.1"
-    sh(sat, "pynnet-gmm-est-fmllr", "--cmvn-opts", "", "--delta-order", "2", "--silence-phones",
-       (sat / "lang/phones/silence.csl").read_text().strip(), "exp/mono/final.mdl", "data/train/split2/1",
-       "exp/mono_ali/ali.1.gz", f"ark:{mono_trans}")
+    """align_fmllr.sh of the monophone system (delta features: its transforms are 39 x 40) and
+    those transforms given to the 20-dimensional LDA system (--fmllr, decode.sh --transform-dir):
+    one line, nothing written."""
+    r = sh(sat, "steps/align_fmllr.sh", "--nj", "2", "data/train", "lang", "exp/mono", "exp/mono_fmllr")
+    assert f"{NUM_UTTS} of {NUM_UTTS} utterances aligned" in r.stdout, r.stdout
+    assert "--delta-order 2" in (sat / "exp/mono_fmllr/log/fmllr.1.log").read_text()
+    mono_trans = sat / "exp/mono_fmllr/trans.1"
+    assert sorted(_ark(mono_trans)) == _speakers(sat, 1)
     assert {w.shape for w in _ark(mono_trans).values()} == {(39, 40)}
     acc = tmp_path / "x.acc"
     r = sh(sat, "pynnet-gmm-acc-stats-ali", "--delta-order", "0", "--splice-opts", SPLICE, "--transform",
@@ -496,11 +584,7 @@ def test_fmllr_of_another_system_is_a_one_line_error(sat, tmp_path):
                     "are 20-dimensional (transforms made with another system?)"), line
     assert not acc.exists()
     # steps/decode.sh --transform-dir with them: the decode's one-line reason, no lattices
-    tdir = tmp_path / "mono_fmllr"
-    tdir.mkdir()
-    shutil.copy(mono_trans, tdir / "trans.1")
-    (tdir / "num_jobs").write_text("1\n")
-    r = sh(sat, "steps/decode.sh", "--nj", "1", "--transform-dir", str(tdir), _graph(sat, "tri3"), "data/train",
+    r = sh(sat, "steps/decode.sh", "--nj", "2", "--transform-dir", "exp/mono_fmllr", _graph(sat, "tri3"), "data/train",
            "exp/tri3/decode_monotrans", check=False)
     reason = _script_reason(r, "steps/decode.sh")
     assert reason.startswith("steps/decode.sh: decoding failed: ERROR (pynnet-gmm-latgen-faster): ") and \
@@ -593,7 +677,7 @@ def _kill_during(work, cmd, marker: str, timeout: float = 300) -> None:
             assert p.poll() is None, f"{cmd[0]} ended before '{marker}':\n{log.read_text()[-2000:]}"
             assert time.monotonic() - t0 < timeout, f"no '{marker}' in {timeout} s"
             time.sleep(0.05)
-        time.sleep(0.3)     # inside the pass's jobs
+        time.sleep(0.3)     # (a moment into the pass's jobs; any moment must resume to the same outputs)
         os.killpg(p.pid, signal.SIGKILL)
         assert p.wait() == -signal.SIGKILL
 
@@ -609,11 +693,14 @@ def test_killed_training_reruns_to_the_same_model(sat, which):
     assert not (sat / out / "final.mdl").exists()
     sh(sat, *cmd)
     files = ["final.mdl", "final.mat", "final.occs", "tree", "ali.1.gz", "ali.2.gz"]
-    files += ["0.mat", "2.mat", "4.mat"] if which == "lda_mllt" else ["final.alimdl", "trans.1", "trans.2"]
+    if which == "lda_mllt":
+        files += ["0.mat", *(f"{x}.mat" for x in MLLT_PASSES)]
+    else:
+        files += ["final.alimdl", "trans.1", "trans.2"]
     for f in files:
         a, b = sat / ref / f, sat / out / f
         if f.endswith(".gz"):
-            assert gzip.open(a).read() == gzip.open(b).read(), f
+            assert _gunzip(a) == _gunzip(b), f
         else:
             assert a.read_bytes() == b.read_bytes(), f
     assert not list((sat / out).glob("*.premllt.mdl")) and not list((sat / out).glob("*trans.*.tmp"))

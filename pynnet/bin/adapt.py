@@ -269,18 +269,21 @@ def compose_transforms_main(argv: list[str] | None = None) -> int:
     if not a.c.startswith("ark"):
         fail("a table input needs a table output (ark:FILE)", a.c)
     keys = list(ma) if isinstance(ma, dict) else list(mb)
-    n = 0
+    out = []
+    for k in keys:
+        x = ma.get(k) if isinstance(ma, dict) else ma
+        y = mb.get(k) if isinstance(mb, dict) else mb
+        if x is None or y is None:
+            print(f"WARNING: no matrix for '{k}' in {a.b if y is None else a.a}", file=sys.stderr)
+            continue
+        out.append((k, compose_transforms(x, y, a.b_is_affine).astype(np.float32)))
+    if not out:   # (an error before anything is written: no empty table left behind)
+        fail(f"no key has a matrix in both {a.a} and {a.b}: nothing to compose", a.c)
     with MatrixWriter(a.c) as w:
-        for k in keys:
-            x = ma.get(k) if isinstance(ma, dict) else ma
-            y = mb.get(k) if isinstance(mb, dict) else mb
-            if x is None or y is None:
-                print(f"WARNING: no matrix for '{k}' in {a.b if y is None else a.a}", file=sys.stderr)
-                continue
-            w.write(k, compose_transforms(x, y, a.b_is_affine).astype(np.float32))
-            n += 1
-    log(f"Composed {n} transforms")
-    return 0 if n else 1
+        for k, m in out:
+            w.write(k, m)
+    log(f"Composed {len(out)} transforms")
+    return 0
 
 
 # --------------------------------------------------------------------------- fMLLR

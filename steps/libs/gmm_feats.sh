@@ -3,7 +3,7 @@
 
 # gmm_feat_opts <src-dir>: sets feat_opts (an array) to the pynnet-* feature options of
 # <src-dir>'s system, and feat_type:
-#   delta: --cmvn-opts <cmvn_opts> [<delta_opts>]                 (CMVN + deltas)
+#   delta: --cmvn-opts <cmvn_opts> --delta-order 2 [<delta_opts>]  (CMVN + deltas)
 #   lda:   --cmvn-opts <cmvn_opts> --delta-order 0 --splice-opts <splice_opts> --transform <src-dir>/final.mat
 # (LDA+MLLT and SAT systems: final.mat; their fMLLR transforms are added by the caller with
 # --fmllr <dir>/trans.JOB).
@@ -18,8 +18,10 @@ gmm_feat_opts() {
   else
     feat_type=delta
     delta=$(cat $src/delta_opts 2>/dev/null || true)
+    # an explicit order (empty delta_opts: add-deltas' 2; an order in them comes later and wins):
+    # the fMLLR/LDA programs' own default is 0
     # shellcheck disable=SC2206
-    feat_opts=(--cmvn-opts "$cmvn" $delta)
+    feat_opts=(--cmvn-opts "$cmvn" --delta-order 2 $delta)
   fi
 }
 
