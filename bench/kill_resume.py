@@ -18,10 +18,10 @@ files by their contents), but for logs and timings (IGNORE). Steps of the stage 
 the chosen one began are copied from the reference first (as they were when the kill came):
 a kill in the 1-bit DNN does not train the three DNNs before it again.
 
-Kinds (KINDS) and their instances in the recipe (recipe_steps): features (stage 1), GMM training
-(3, 5, 7), alignment (5, 7, 9), graph building (4, 6, 8), DBN (10), the DNNs of stage 11 (2-worker
-averaging, 1 worker, 2-worker 1-bit averaging, 2-worker 1-bit SGD), decoding and scoring (4, 6, 8,
-12; scoring also stage 15's exp/RESULTS). --kills-per-kind N kills each kind N times, in its
+Kinds (KINDS) and their instances in the recipe (recipe_steps): features (stages 1, 13), GMM training
+(3, 5, 7, 9, 11), alignment (5, 7, 9, 11, 13), graph building (4, 6, 8, 10, 12), DBN (14), the DNNs of
+stage 15 (2-worker averaging, 1 worker, 2-worker 1-bit averaging, 2-worker 1-bit SGD), decoding and
+scoring (4, 6, 8, 10, 12, 16; scoring also stage 19's exp/RESULTS). --kills-per-kind N kills each kind N times, in its
 instances in turn (from a seeded random one). After each kill the rerun waits until no process
 of the killed run is left: those that escaped the process group (mpiexec's proxy and the MPI
 ranks run in sessions of their own; the proxy ends the ranks within a second or two once
@@ -527,7 +527,7 @@ def make_recipe(live: str) -> None:
 
 
 def recipe_steps(opts: list[str]) -> list[Step]:
-    """The recipe's stages 1-12 and 15 (with --compare-parallel true) and the instances in each."""
+    """The recipe's stages 1-16 and 19 (with --compare-parallel true) and the instances in each."""
     def stage(n: int, *instances: Instance) -> Step:
         return Step(f"stage {n}", ["./run.sh", "--stage", str(n), "--stop-stage", str(n), *opts], list(instances))
 
@@ -542,14 +542,15 @@ def recipe_steps(opts: list[str]) -> list[Step]:
     def gmm(script: str, exp: str) -> Instance:
         return Instance("gmm_training", exp, (script,), exp, output=exp)
 
-    def ali(exp: str) -> Instance:
-        return Instance("alignment", exp, ("steps/align_si.sh",), exp, output=exp)
+    def ali(exp: str, script: str = "steps/align_si.sh") -> Instance:
+        return Instance("alignment", exp, (script,), exp, output=exp)
 
     def dnn(kind: str, exp: str) -> Instance:
         return Instance(kind, exp, ("steps/nnet/train.sh",), exp, output=exp)
 
     feats = Instance("features", "stage 1 features", ("steps/make_mfcc.sh", "steps/make_fbank.sh",
                                                       "steps/compute_cmvn_stats.sh"))
+    fmllr_feats = Instance("features", "stage 13 fMLLR features", ("steps/nnet/make_fmllr_feats.sh",))
     dnns = ("exp/dnn_avg", "exp/dnn", "exp/dnn_avg1bit", "exp/dnn_1bit")
     return [stage(1, feats), stage(2),
             stage(3, gmm("steps/train_mono.sh", "exp/mono")),
@@ -558,14 +559,19 @@ def recipe_steps(opts: list[str]) -> list[Step]:
             stage(6, *graph_and_decodes("exp/tri1", "steps/decode.sh")),
             stage(7, ali("exp/tri1_ali"), gmm("steps/train_deltas.sh", "exp/tri2")),
             stage(8, *graph_and_decodes("exp/tri2", "steps/decode.sh")),
-            stage(9, ali("exp/tri2_ali")),
-            stage(10, Instance("dbn", "exp/dbn", ("steps/nnet/pretrain_dbn.sh",), "exp/dbn", output="exp/dbn")),
-            stage(11, *(dnn(k, e) for k, e in zip(("dnn_2worker_avg", "dnn_1worker", "dnn_1bit_avg", "dnn_1bit_sgd"), dnns))),
-            stage(12, *(i for e in dnns for i in graph_and_decodes(e, "steps/nnet/decode.sh", graph=False))),
-            stage(15, Instance("scoring", "exp/RESULTS", ("pynnet-results",)))]
+            stage(9, ali("exp/tri2_ali"), gmm("steps/train_lda_mllt.sh", "exp/tri3")),
+            stage(10, *graph_and_decodes("exp/tri3", "steps/decode.sh")),
+            stage(11, ali("exp/tri3_ali", "steps/align_fmllr.sh"), gmm("steps/train_sat.sh", "exp/tri4")),
+            stage(12, *graph_and_decodes("exp/tri4", "steps/decode_fmllr.sh")),
+            stage(13, ali("exp/tri4_ali", "steps/align_fmllr.sh"), fmllr_feats),
+            stage(14, Instance("dbn", "exp/dbn", ("steps/nnet/pretrain_dbn.sh",), "exp/dbn", output="exp/dbn")),
+            stage(15, *(dnn(k, e) for k, e in zip(("dnn_2worker_avg", "dnn_1worker", "dnn_1bit_avg", "dnn_1bit_sgd"), dnns))),
+            stage(16, *(i for e in dnns for i in graph_and_decodes(e, "steps/nnet/decode.sh", graph=False))),
+            stage(19, Instance("scoring", "exp/RESULTS", ("pynnet-results",)))]
 
 
-DEFAULT_RECIPE_OPTS = ("--nj 2 --tri1-leaves 60 --tri1-gauss 300 --tri2-leaves 80 --tri2-gauss 400 --rbm-iter 1 "
+DEFAULT_RECIPE_OPTS = ("--nj 2 --tri1-leaves 60 --tri1-gauss 300 --tri2-leaves 80 --tri2-gauss 400 --tri3-leaves 80 "
+                       "--tri3-gauss 400 --tri4-leaves 80 --tri4-gauss 400 --rbm-iter 1 "
                        "--dnn-opts '--max-epochs 4' --compare-parallel true")
 
 
