@@ -33,7 +33,8 @@ def _check_results(w: str, rate: int,
     table = [line.split() for line in results.splitlines() if re.match(r"# (mono|tri[1-4]|dnn) ", line)]
     assert [r[1] for r in table] == list(systems), results   # training order
     for r in table:   # test at dev's choice, test's best, dev's best: numbers, test@dev >= test's best
-        assert float(r[2]) >= float(r[3]) and 0 <= float(r[3]) <= 100 and 0 <= float(r[4]) <= 100, r
+        # (insertions can take a WER over 100%: at toy size the LDA+MLLT system can get there)
+        assert float(r[2]) >= float(r[3]) >= 0 and float(r[4]) >= 0, r
     lines = _wer_lines(results)
     assert len(lines) == 3 * len(systems) and all("decode_dev" in x for x in lines[2::3]), results
     assert "per speaker" in results
