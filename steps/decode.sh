@@ -68,6 +68,7 @@ fi
 if [ -n "$transform_dir" ]; then
   jobs_check_nj "$nj"
   [ -f "$transform_dir/trans.1" ] || { echo "$0: no such file $transform_dir/trans.1 (--transform-dir)" >&2; exit 1; }
+  gmm_check_transform_dir "$srcdir" "$transform_dir"
   tnj=$(cat "$transform_dir/num_jobs" 2>/dev/null || echo "?")
   [ "$tnj" = "$nj" ] || { echo "$0: --transform-dir $transform_dir has $tnj jobs, this decode $nj: use --nj $tnj" >&2; exit 1; }
   feat_opts+=(--fmllr "$transform_dir/trans.JOB")

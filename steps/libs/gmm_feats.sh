@@ -36,3 +36,19 @@ gmm_copy_feat_files() {
   [ -f $src/final.alimdl ] && cp -L $src/final.alimdl $dir/final.alimdl
   return 0
 }
+
+# gmm_check_transform_dir <src-dir> <transform-dir>: the fMLLR transforms of <transform-dir> (an
+# align dir, or a decode dir under its exp dir) must be of <src-dir>'s features: where a final.mat is
+# beside them (the align dir's copy, or the decode dir's exp dir's), it must be <src-dir>'s (as Kaldi's
+# decode.sh checks); else one line naming both, exit 1.
+gmm_check_transform_dir() {
+  local src=$1 tdir=$2 mat=
+  if [ -f "$tdir/final.mat" ]; then mat=$tdir/final.mat
+  elif [ -f "$tdir/../final.mat" ] && [ ! -f "$tdir/final.mdl" ]; then mat=$tdir/../final.mat; fi
+  if [ -n "$mat" ] || [ -f "$src/final.mat" ]; then
+    if [ -z "$mat" ] || [ ! -f "$src/final.mat" ] || ! cmp -s "$mat" "$src/final.mat"; then
+      echo "$0: the transforms of $tdir were made with other features than $src's (${mat:-no final.mat} vs $src/final.mat): transforms of another system?" >&2
+      exit 1
+    fi
+  fi
+}

@@ -45,6 +45,7 @@ jobs_check_nj "$nj"
 gmm_feat_opts $gmmdir
 if [ -n "$transform_dir" ]; then
   [ -f $transform_dir/trans.1 ] || { echo "$0: no such file $transform_dir/trans.1 (--transform-dir)" >&2; exit 1; }
+  gmm_check_transform_dir $gmmdir $transform_dir
   # every job's transforms, keyed by speaker: the data may be split otherwise than the transform dir's
   feat_opts+=(--fmllr "ark:cat $transform_dir/trans.* |")
 else
