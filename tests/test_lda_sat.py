@@ -583,13 +583,25 @@ def test_fmllr_of_another_system_is_a_one_line_error(sat, tmp_path):
     assert line == (f"ERROR (pynnet-gmm-acc-stats-ali): {mono_trans}: fMLLR transforms are 39 x 40 but the features "
                     "are 20-dimensional (transforms made with another system?)"), line
     assert not acc.exists()
-    # steps/decode.sh --transform-dir with them: the decode's one-line reason, no lattices
+    # steps/decode.sh --transform-dir with them: refused before decoding (the align dir has no
+    # final.mat, the LDA system has one), one line, no decode dir
     r = sh(sat, "steps/decode.sh", "--nj", "2", "--transform-dir", "exp/mono_fmllr", _graph(sat, "tri3"), "data/train",
            "exp/tri3/decode_monotrans", check=False)
     reason = _script_reason(r, "steps/decode.sh")
-    assert reason.startswith("steps/decode.sh: decoding failed: ERROR (pynnet-gmm-latgen-faster): ") and \
-        "fMLLR transforms are 39 x 40 but the features are 20-dimensional" in reason, reason
-    assert not list((sat / "exp/tri3/decode_monotrans").glob("lat.*"))
+    assert reason == ("steps/decode.sh: the transforms of exp/mono_fmllr were made with other features than "
+                      "exp/tri3's (no final.mat vs exp/tri3/final.mat): transforms of another system?"), reason
+    assert not (sat / "exp/tri3/decode_monotrans").exists()
+    # an LDA system's transforms with another final.mat (same dimension): refused the same way
+    other = sat / "exp/tri3_otherali"
+    other.mkdir()
+    for f in ("trans.1", "trans.2", "num_jobs"):
+        (other / f).write_bytes((sat / "exp/tri2_fmllr" / f).read_bytes())
+    (other / "final.mat").write_bytes((sat / "exp/tri2/0.mat").read_bytes())   # LDA without MLLT: 20 x 91 too
+    r = sh(sat, "steps/decode.sh", "--nj", "2", "--transform-dir", "exp/tri3_otherali", _graph(sat, "tri3"),
+           "data/train", "exp/tri3/decode_othertrans", check=False)
+    assert _script_reason(r, "steps/decode.sh").startswith(
+        "steps/decode.sh: the transforms of exp/tri3_otherali were made with other features than exp/tri3's"), r.stderr
+    assert not (sat / "exp/tri3/decode_othertrans").exists()
 
 
 def test_too_few_frames_for_a_full_fmllr_falls_back(work, tmp_path):
