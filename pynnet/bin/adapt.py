@@ -361,13 +361,16 @@ def acc_stats_twofeats_main(argv: list[str] | None = None) -> int:
 
     if not a.fmllr:
         raise PynnetError("--fmllr is required (the adapted features give the posteriors)")
+    from pynnet.hmm.train import feat_transforms
+
     tm, am = _read_am(a.model)
-    keys, lengths, adapted = _features(a, a.data_dir)
     fmllr, a.fmllr = a.fmllr, ""
-    si_keys, si_lengths, si = _features(a, a.data_dir, keys)
+    si_keys, si_lengths, si = _features(a, a.data_dir)   # read once; the fMLLR is applied on top
     a.fmllr = fmllr
-    if si_keys != keys:
-        fail("speaker-independent and adapted features cover different utterances", a.data_dir)
+    keys, lengths, adapted = feat_transforms(a.data_dir, fmllr=fmllr).apply_batch(si_keys, si_lengths, si)
+    if keys != si_keys:   # (speakers without a transform: left out, as in the adapted features)
+        keep = np.repeat(np.isin(np.array(si_keys), np.array(keys)), si_lengths)
+        si = si[keep]
     _check_dim(adapted, am.dim, a.model, a.data_dir)
     tables = TransitionTables.from_model(tm)
     alis = read_alignments(a.alignments)
