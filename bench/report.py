@@ -680,6 +680,7 @@ def render(R: Results, out_md: str) -> list[str]:
               "`egs/synth/run.sh` first, then `bench/run_all.sh` includes it).", ""]
 
     # ---- the recipe
+    L += ['## The GMM ladder and the benches outside run_all.sh', '', 'Measured by hand, not by this run (2026-12-05, Intel Xeon VM, 2 cores, nothing else running):', '', '| what | figure | command |', '|---|---|---|', '| the default recipe, fresh clone, install included (stages 0-16, 19) | 28 min 12 s, of it stages 9-13 (tri3, tri4, fMLLR alignments and features) 7 min 7 s | `git clone ... && cd egs/synth && ./run.sh` at d7f3c4f |', '| default test run | 16 min 14 s of tests (1220 passed, 28 skipped), 17 min 23 s with the install | `git clone /work/main /tmp/ci && /tmp/ci/.ci/run` at 166d6d8 |', "| `bench/kaldi_gmm_ladder.sh` (Kaldi's mono..tri4 beside ours) | not run yet: no Kaldi build finished | `KALDI_ROOT=... bench/kaldi_gmm_ladder.sh` after `egs/synth/run.sh --stop-stage 12` |", '| `bench/kill_resume.py` with the new stages 9-13 | not run yet at this code | `python bench/kill_resume.py` |', '']
     L += ["## The recipe", "",
           f"Word error rates and the recipe's own run times (stage by stage, with the install) are in "
           f"[egs/synth/RESULTS]({rel}) and the README, with the commands that produced them.", ""]
